@@ -1,0 +1,7 @@
+"""Models: each takes its built parts (embeddings, transforms) as constructor arguments."""
+
+from embreg.models.bpr import BPR
+from embreg.models.mf import BiasedMF
+from embreg.models.output import ModelOutput
+
+__all__ = ["BPR", "BiasedMF", "ModelOutput"]

@@ -1,0 +1,179 @@
+"""The ``embreg`` command line.
+
+    embreg run RECIPE [--set key=value ...] [--seeds N] [--out DIR] [--resume]
+    embreg list
+    embreg data fetch NAME [--force]
+    embreg compare DIR DIR ... [--metrics m1,m2]
+    embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
+    embreg demo [--seeds N] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from embreg.errors import EmbregError, TrainingError
+
+
+def _default_out(name: str) -> Path:
+    return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from embreg.recipes import load_recipe
+    from embreg.recipes.run import run_seeds, run_single
+
+    cfg = load_recipe(args.recipe, args.set)
+    out = Path(args.out) if args.out else _default_out(cfg.name)
+    if args.seeds > 1:
+        summary = run_seeds(cfg, out, args.seeds, resume=args.resume)
+        print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
+        for key, stats in summary.items():
+            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
+    else:
+        result = run_single(cfg, out, resume=args.resume)
+        print(f"\n{cfg.name} -> {out}")
+        for key, value in result.metrics.items():
+            print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from embreg.data import list_datasets
+    from embreg.recipes import list_recipes
+
+    print("recipes:")
+    for name, description in list_recipes().items():
+        print(f"  {name:16s} {description}")
+    print("datasets:")
+    for info in list_datasets():
+        print(f"  {info.name:16s} {info.description}")
+    print("index transforms (embreg.sse):")
+    for name, description in (("SSE", "SSE-SE, uniform swaps (eq. 5)"),
+                              ("SSEGraph", "SSE-Graph, neighbour-weighted swaps (eq. 3)"),
+                              ("LabelSSE", "SSE on label/target ids")):
+        print(f"  {name:16s} {description}")
+    print("regularizers (embedding vectors):")
+    print(f"  {'dropout':16s} dropout on user/item vectors (model.dropout)")
+    print(f"  {'l2':16s} squared norm of looked-up vectors and biases (model.l2)")
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from embreg.data import fetch, list_datasets
+
+    if args.action == "list":
+        for info in list_datasets():
+            print(f"{info.name:16s} {info.description}")
+        return 0
+    if not args.name:
+        raise EmbregError("embreg data fetch needs a dataset NAME (see 'embreg data list')")
+    path = fetch(args.name, force=args.force)
+    print(f"{args.name}: {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from embreg.train.compare import compare_runs, format_markdown
+
+    metrics = args.metrics.split(",") if args.metrics else None
+    result = compare_runs([Path(d) for d in args.dirs], baseline=args.baseline, metrics=metrics)
+    text = format_markdown(result)
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from embreg.recipes.sweep import sweep
+
+    out = Path(args.out) if args.out else _default_out(f"sweep-{Path(args.recipe).stem}")
+    best = sweep(args.recipe, trials=args.trials, overrides=args.set, out_dir=out, seed=args.seed)
+    print(f"\nbest {best['monitor']} = {best['value']:.4f} with:")
+    for key, value in best["params"].items():
+        print(f"  {key} = {value}")
+    print(f"trials and best values: {out}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from embreg.recipes import load_recipe
+    from embreg.recipes.run import run_seeds
+    from embreg.train.compare import compare_runs, format_markdown
+
+    out = Path(args.out) if args.out else _default_out("demo")
+    dirs = []
+    for name in ("mf", "mf-sse-se"):
+        cfg = load_recipe(name, [f"train.progress={str(args.progress).lower()}"])
+        print(f"training {name} ({cfg.description}) for {args.seeds} seeds ...", flush=True)
+        run_seeds(cfg, out / name, args.seeds)
+        dirs.append(out / name)
+    print()
+    print("MovieLens-100k, random 80/10/10 split (seed 0), test metrics at the best validation epoch:")
+    print(format_markdown(compare_runs(dirs, metrics=["test_rmse", "test_mae", "best_epoch"])))
+    print(f"\nrun directories: {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="embreg", description=__doc__.split("\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
+    run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    run.add_argument("--seeds", type=int, default=1, help="number of training seeds (train.seed, +1, ...)")
+    run.add_argument("--out", help="run directory (default runs/<recipe>-<time>)")
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    run.set_defaults(func=cmd_run)
+
+    sub.add_parser("list", help="list recipes, datasets and techniques").set_defaults(func=cmd_list)
+
+    data = sub.add_parser("data", help="dataset registry")
+    data.add_argument("action", choices=["fetch", "list"])
+    data.add_argument("name", nargs="?")
+    data.add_argument("--force", action="store_true", help="fetch again even if cached")
+    data.set_defaults(func=cmd_data)
+
+    compare = sub.add_parser("compare", help="compare run directories (mean ± std, Welch and Mann-Whitney p)")
+    compare.add_argument("dirs", nargs="+")
+    compare.add_argument("--metrics", help="comma-separated metric keys (default: all test_* metrics)")
+    compare.add_argument("--baseline", type=int, default=0, help="index of the baseline directory")
+    compare.add_argument("--out", help="also write the markdown table to this file")
+    compare.set_defaults(func=cmd_compare)
+
+    sweep = sub.add_parser("sweep", help="tune a recipe's 'search' space on the validation split (Optuna)")
+    sweep.add_argument("recipe")
+    sweep.add_argument("--trials", type=int, default=20)
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument("--seed", type=int, default=0, help="sampler seed")
+    sweep.add_argument("--out")
+    sweep.set_defaults(func=cmd_sweep)
+
+    demo = sub.add_parser("demo", help="MF vs SSE-SE + MF on MovieLens-100k, printed as a table")
+    demo.add_argument("--seeds", type=int, default=3)
+    demo.add_argument("--out")
+    demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (EmbregError, TrainingError) as error:
+        print(f"embreg: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("embreg: interrupted; continue with --resume and the same --out", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The recipes shipped with embreg (YAML files in ``embreg/recipes/configs``) and how to load one."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from embreg.config import apply_overrides, from_dict, load_yaml
+from embreg.errors import ConfigError
+from embreg.recipes.schema import RecipeConfig
+
+
+def _config_dir() -> Path:
+    return Path(str(resources.files("embreg.recipes") / "configs"))
+
+
+def list_recipes() -> dict[str, str]:
+    """Shipped recipe names mapped to their one-line descriptions."""
+    out = {}
+    for path in sorted(_config_dir().glob("*.yaml")):
+        out[path.stem] = str(load_yaml(path).get("description", ""))
+    return out
+
+
+def recipe_path(name_or_path: str | Path) -> Path:
+    """The YAML file of a shipped recipe name, or ``name_or_path`` itself when it is an existing file."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.exists():
+            raise ConfigError(f"recipe file {path} does not exist")
+        return path
+    shipped = _config_dir() / f"{name_or_path}.yaml"
+    if shipped.exists():
+        return shipped
+    names = sorted(list_recipes())
+    close = difflib.get_close_matches(str(name_or_path), names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown recipe {str(name_or_path)!r}.{hint} Shipped recipes: {', '.join(names)}")
+
+
+def load_recipe(name_or_path: str | Path, overrides: Sequence[str] = ()) -> RecipeConfig:
+    """Loads a recipe by name or path and applies ``key=value`` overrides.
+
+    Example:
+        >>> cfg = load_recipe("mf", ["train.epochs=3"])
+        >>> cfg.train.epochs
+        3
+    """
+    data = apply_overrides(load_yaml(recipe_path(name_or_path)), list(overrides))
+    return from_dict(RecipeConfig, data)

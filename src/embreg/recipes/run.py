@@ -1,0 +1,112 @@
+"""Running a recipe: one seed into one run directory, or several seeds with a summary."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from embreg.config import to_dict
+from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
+from embreg.recipes.schema import RecipeConfig
+from embreg.train.checkpoint import atomic_write_json, atomic_write_text
+from embreg.train.optim import optimizer_factory
+from embreg.train.seeding import seed_everything
+from embreg.train.stats import summarize_runs
+from embreg.train.trainer import FitResult, Trainer
+
+
+def run_single(cfg: RecipeConfig, out_dir: str | Path | None, *, resume: bool = False) -> FitResult:
+    """Trains ``cfg`` once; writes config, split record, history, checkpoints, metrics and report to ``out_dir``."""
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+    seed_everything(cfg.train.seed)
+    data = prepare_data(cfg)
+    run_dir = Path(out_dir) if out_dir is not None else None
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        _write_split_record(run_dir, cfg, data.split)
+    model = build_model(cfg, data)
+    monitor, mode = cfg.monitor
+    t = cfg.train
+    trainer = Trainer(
+        model,
+        optimizer_factory(t.optimizer, t.lr, t.weight_decay),
+        build_batches(cfg, data),
+        build_evaluator(cfg, data),
+        epochs=t.epochs,
+        monitor=monitor,
+        mode=mode,
+        patience=t.patience,
+        clip_norm=t.clip_norm,
+        run_dir=run_dir,
+        eval_train=t.eval_train and cfg.task == "rating",
+        progress=t.progress,
+    )
+    result = trainer.fit(resume=resume)
+    if run_dir is not None:
+        atomic_write_text(run_dir / "report.md", _report(cfg, result.metrics))
+    return result
+
+
+def run_seeds(cfg: RecipeConfig, out_dir: str | Path, seeds: int, *, resume: bool = False) -> dict[str, dict]:
+    """Runs ``seeds`` training seeds (``train.seed + i``) on the same split; writes ``summary.json``.
+
+    Each seed goes to ``out_dir/seed-<seed>``; the summary holds mean, std, median, min, max and values for
+    every metric.
+    """
+    if seeds < 1:
+        raise ValueError(f"seeds={seeds} must be >= 1")
+    out = Path(out_dir)
+    metrics_list = []
+    for i in range(seeds):
+        seed_cfg = copy.deepcopy(cfg)
+        seed_cfg.train.seed = cfg.train.seed + i
+        result = run_single(seed_cfg, out / f"seed-{seed_cfg.train.seed}", resume=resume)
+        metrics_list.append(result.metrics)
+    summary = summarize_runs(metrics_list)
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    atomic_write_text(out / "report.md", _summary_report(cfg, summary, seeds))
+    return summary
+
+
+def _write_split_record(run_dir: Path, cfg: RecipeConfig, split: dict[str, np.ndarray]) -> None:
+    record = {
+        "split_seed": cfg.data.split_seed,
+        "fractions": cfg.data.split,
+        "kind": "random" if cfg.task == "rating" else "per-user",
+        "sizes": {name: int(idx.size) for name, idx in split.items()},
+    }
+    atomic_write_json(run_dir / "split.json", record)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _report(cfg: RecipeConfig, metrics: dict[str, float]) -> str:
+    rows = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in metrics.items())
+    return (f"# {cfg.name}\n\n{cfg.description}\n\nseed {cfg.train.seed}, split seed {cfg.data.split_seed}\n\n"
+            f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n")
+
+
+def _summary_report(cfg: RecipeConfig, summary: dict[str, dict], seeds: int) -> str:
+    rows = "\n".join(
+        f"| {k} | {s['mean']:.4f} ± {s['std']:.4f} | {s['median']:.4f} | {s['min']:.4f} | {s['max']:.4f} |"
+        for k, s in summary.items()
+    )
+    return (f"# {cfg.name} over {seeds} seeds\n\n{cfg.description}\n\n"
+            f"| metric | mean ± std | median | min | max |\n|---|---|---|---|---|\n{rows}\n\n"
+            f"raw values: `summary.json`\n")
+
+
+def load_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """The ``metrics.json`` of a finished single-seed run."""
+    return json.loads((Path(run_dir) / "metrics.json").read_text())

@@ -1,0 +1,93 @@
+"""Hyper-parameter search over a recipe's ``search`` space on the validation split, with Optuna's TPE sampler.
+
+Every variant of a comparison gets the same number of trials and the same sampler seed, so tuning budgets are
+equal. Test metrics are never looked at while searching.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from embreg.config import apply_overrides, from_dict, load_yaml, to_dict
+from embreg.errors import ConfigError
+from embreg.recipes.registry import recipe_path
+from embreg.recipes.schema import RecipeConfig, SearchParam
+from embreg.train.checkpoint import atomic_write_text
+
+
+def _suggest(trial: Any, key: str, param: SearchParam) -> Any:
+    if param.type == "categorical":
+        return trial.suggest_categorical(key, param.choices)
+    if param.type == "int":
+        return trial.suggest_int(key, int(param.low), int(param.high))
+    return trial.suggest_float(key, param.low, param.high, log=param.type == "log_float")
+
+
+def sweep(
+    recipe: str | Path,
+    *,
+    trials: int,
+    overrides: Sequence[str] = (),
+    out_dir: str | Path,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Tunes ``recipe`` for ``trials`` trials; writes ``trials.csv``, ``best.yaml`` (the tuned recipe) to ``out_dir``.
+
+    Returns ``{"monitor", "value", "params", "trials"}`` for the best trial.
+    """
+    try:
+        import optuna
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ConfigError("embreg sweep needs Optuna: pip install 'embreg[hpo]'") from error
+    from embreg.recipes.run import run_single
+
+    if trials < 1:
+        raise ConfigError(f"trials={trials} must be >= 1")
+    base = apply_overrides(load_yaml(recipe_path(recipe)), list(overrides))
+    cfg0 = from_dict(RecipeConfig, base)
+    if not cfg0.search:
+        raise ConfigError(f"recipe {cfg0.name!r} has no 'search' section to sweep")
+    monitor, mode = cfg0.monitor
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+
+    def objective(trial: Any) -> float:
+        params = {key: _suggest(trial, key, p) for key, p in cfg0.search.items()}
+        settings = [f"{k}={v}" for k, v in params.items()] + ["train.progress=false"]
+        cfg = from_dict(RecipeConfig, apply_overrides(base, settings))
+        metrics = run_single(cfg, None).metrics
+        value = float(metrics[monitor])
+        rows.append({"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]})
+        atomic_write_text(out / "trials.csv", _csv(rows))
+        return value
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize" if mode == "min" else "maximize",
+                                sampler=optuna.samplers.TPESampler(seed=seed))
+    study.optimize(objective, n_trials=trials, show_progress_bar=True)
+    best_params = dict(study.best_trial.params)
+    tuned = from_dict(RecipeConfig, apply_overrides(base, [f"{k}={v}" for k, v in best_params.items()]))
+    tuned_dict = to_dict(tuned)
+    tuned_dict["tuned"] = f"embreg sweep {recipe} --trials {trials} --seed {seed}: {monitor}={study.best_value:.4f}"
+    atomic_write_text(out / "best.yaml", yaml.safe_dump(tuned_dict, sort_keys=False))
+    return {"monitor": monitor, "value": study.best_value, "params": best_params, "trials": copy.deepcopy(rows)}
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    import io
+
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

@@ -1,0 +1,319 @@
+"""The one training loop: objective -> penalties -> backward -> update transforms -> clip -> step.
+
+Reference: ../shared/DESIGN.md, "Trainer". The loop serves every model that follows the protocol
+``model(batch) -> ModelOutput`` and ``model.loss(batch, output) -> Tensor``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from embreg.errors import TrainingError
+from embreg.regularizers.base import Objective, StepContext, standard_objective
+from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
+from embreg.train.optim import OptimizerFactory
+
+LAST_CHECKPOINT = "last.pt"
+BEST_CHECKPOINT = "best.pt"
+
+
+def metric_prefix(split: str) -> str:
+    """The prefix of a split's metric keys: ``valid`` -> ``val`` (``val_rmse``), others unchanged (``test_rmse``)."""
+    return "val" if split == "valid" else split
+
+
+class BatchSource(Protocol):
+    def __len__(self) -> int: ...
+
+    def epoch(self, epoch: int): ...
+
+
+Evaluator = Callable[[nn.Module, str], dict[str, float]]
+EpochCallback = Callable[["Trainer", dict[str, Any]], None]
+
+
+@dataclass
+class FitResult:
+    """What :meth:`Trainer.fit` returns.
+
+    Attributes:
+        metrics: ``best_epoch``, ``epochs_run`` and every evaluated metric at the best epoch, prefixed by its split
+            (``val_rmse``, ``test_rmse``, ...).
+        history: one record per epoch (``epoch``, ``train_loss``, ``train_penalty``, ``seconds``, ``val_*``, ...).
+    """
+
+    metrics: dict[str, float]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def best_epoch(self) -> int:
+        return int(self.metrics["best_epoch"])
+
+
+class Trainer:
+    """Trains a model with early stopping on a validation metric, checkpoints and exact resume.
+
+    Each step: ``loss, output = objective(model, batch)``; ``loss += sum(r.penalty(ctx))``; backward; every
+    ``r.after_backward(ctx)``; gradient-norm clipping; optimizer step. After each epoch the evaluator scores the
+    validation split; the best model (by ``monitor``) is kept in ``best.pt``, and ``last.pt`` holds everything
+    needed to continue (model with its index-transform generators, optimizer, RNG state, counters, history).
+    Both are written atomically. At the end the best model is scored on the validation and test splits.
+
+    Args:
+        model: the model (``forward(batch) -> ModelOutput``, ``loss(batch, output)``).
+        optimizer: ``params -> optimizer`` (built after the regularisers' ``prepare``).
+        batches: training batches (``len()`` and ``epoch(e)`` iterator, see :class:`TensorBatches`).
+        evaluator: ``evaluator(model, split) -> {metric: value}``.
+        epochs: maximum number of epochs.
+        monitor: metric that selects the best epoch, e.g. ``"val_rmse"`` or ``"val_ndcg@10"``.
+        mode: ``"min"`` or ``"max"`` for ``monitor``.
+        patience: stop after this many evaluations without improvement (``None``: never stop early).
+        clip_norm: global gradient-norm clipping threshold (``None``: no clipping).
+        regularizers: objects with any of ``prepare``, ``penalty``, ``after_backward``.
+        objective: replaces the standard loss (e.g. Dropout_k).
+        run_dir: where checkpoints, ``history.jsonl`` and ``metrics.json`` go (``None``: keep nothing on disk).
+        val_split, test_split: split names passed to the evaluator (``test_split=None`` skips testing).
+        eval_train: also score the training split after each epoch (for learning curves).
+        progress: show a progress bar over epochs.
+        callbacks: called as ``cb(trainer, record)`` after each epoch, once its checkpoint is written.
+
+    Example:
+        >>> from embreg.models import BiasedMF
+        >>> from embreg.train.batches import TensorBatches
+        >>> from embreg.train.evaluation import RatingEvaluator
+        >>> from embreg.train.optim import optimizer_factory
+        >>> data = {"user": torch.tensor([0, 1, 1]), "item": torch.tensor([0, 0, 1]), "rating": torch.tensor([4., 3., 5.])}
+        >>> trainer = Trainer(BiasedMF.build(2, 2, 4, global_mean=4.0), optimizer_factory("adam", 0.01),
+        ...                   TensorBatches(data, batch_size=2), RatingEvaluator({"valid": data, "test": data}),
+        ...                   epochs=2, progress=False)
+        >>> sorted(trainer.fit().metrics)[:3]
+        ['best_epoch', 'epochs_run', 'test_mae']
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: OptimizerFactory,
+        batches: BatchSource,
+        evaluator: Evaluator,
+        *,
+        epochs: int,
+        monitor: str = "val_rmse",
+        mode: str = "min",
+        patience: int | None = None,
+        clip_norm: float | None = None,
+        regularizers: Sequence[Any] = (),
+        objective: Objective = standard_objective,
+        run_dir: str | Path | None = None,
+        val_split: str = "valid",
+        test_split: str | None = "test",
+        eval_train: bool = False,
+        progress: bool = True,
+        callbacks: Sequence[EpochCallback] = (),
+    ) -> None:
+        if epochs < 1:
+            raise ValueError(f"epochs={epochs} must be >= 1")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode={mode!r} must be 'min' or 'max'")
+        if not monitor.startswith(f"{metric_prefix(val_split)}_"):
+            raise ValueError(
+                f"monitor={monitor!r} must name a validation metric, e.g. '{metric_prefix(val_split)}_rmse'")
+        if patience is not None and patience < 1:
+            raise ValueError(f"patience={patience} must be >= 1 or None")
+        if clip_norm is not None and clip_norm <= 0:
+            raise ValueError(f"clip_norm={clip_norm} must be > 0 or None")
+        self.regularizers = list(regularizers)
+        for regularizer in self.regularizers:
+            if hasattr(regularizer, "prepare"):
+                model = regularizer.prepare(model)
+        self.model = model
+        self.optimizer = optimizer(p for p in model.parameters() if p.requires_grad)
+        self.batches = batches
+        self.evaluator = evaluator
+        self.epochs = epochs
+        self.monitor = monitor
+        self.mode = mode
+        self.patience = patience
+        self.clip_norm = clip_norm
+        self.objective = objective
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.val_split = val_split
+        self.test_split = test_split
+        self.eval_train = eval_train
+        self.progress = progress
+        self.callbacks = list(callbacks)
+        self.history: list[dict[str, Any]] = []
+        self.step = 0
+        self.next_epoch = 0
+        self.best_value: float | None = None
+        self.best_epoch = -1
+        self.evals_since_best = 0
+        self.finished = False
+        self._best_state: dict[str, torch.Tensor] | None = None
+
+    # ----------------------------------------------------------------------------------------------- training
+    def fit(self, *, resume: bool = False) -> FitResult:
+        """Trains until ``epochs`` or early stopping; with ``resume`` continues from ``run_dir/last.pt``.
+
+        Afterwards the model holds the weights of the best epoch.
+        """
+        if resume:
+            self._restore()
+        bar = tqdm(total=self.epochs, initial=self.next_epoch, desc="epochs", disable=not self.progress,
+                   dynamic_ncols=True)
+        try:
+            while not self.finished and self.next_epoch < self.epochs:
+                record = self._run_epoch(self.next_epoch)
+                self.next_epoch += 1
+                self.finished = self.next_epoch >= self.epochs or self._should_stop()
+                self._save_last()
+                bar.update(1)
+                bar.set_postfix({"loss": f"{record['train_loss']:.4f}",
+                                 self.monitor: f"{record[self.monitor]:.4f}"})
+                for callback in self.callbacks:
+                    callback(self, record)
+        finally:
+            bar.close()
+        return self._final_result()
+
+    def _run_epoch(self, epoch: int) -> dict[str, Any]:
+        self.model.train()
+        started = time.perf_counter()
+        loss_sum = penalty_sum = 0.0
+        n_batches = 0
+        for batch in self.batches.epoch(epoch):
+            loss, penalty = self._train_step(batch, epoch)
+            loss_sum += loss
+            penalty_sum += penalty
+            n_batches += 1
+        record: dict[str, Any] = {
+            "epoch": epoch,
+            "train_loss": loss_sum / max(n_batches, 1),
+            "train_penalty": penalty_sum / max(n_batches, 1),
+            "seconds": time.perf_counter() - started,
+        }
+        record.update(self._evaluate(self.val_split))
+        if self.eval_train:
+            record.update(self._evaluate("train"))
+        self.history.append(record)
+        self._update_best(record, epoch)
+        return record
+
+    def _train_step(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
+        self.optimizer.zero_grad(set_to_none=True)
+        ctx = StepContext(model=self.model, batch=batch, step=self.step)
+        loss, output = self.objective(self.model, batch)
+        ctx.output, ctx.loss = output, loss
+        penalty = torch.zeros((), device=loss.device)
+        for regularizer in self.regularizers:
+            if hasattr(regularizer, "penalty"):
+                penalty = penalty + regularizer.penalty(ctx)
+        total = loss + penalty
+        if not torch.isfinite(total):
+            where = f"epoch {epoch}, step {self.step}"
+            kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
+            raise TrainingError(
+                f"loss became {total.item()} (task loss {loss.item()}, penalty {penalty.item()}) at {where}{kept}. "
+                "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
+            )
+        total.backward()
+        for regularizer in self.regularizers:
+            if hasattr(regularizer, "after_backward"):
+                regularizer.after_backward(ctx)
+        if self.clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        self.optimizer.step()
+        self.step += 1
+        return loss.item(), float(penalty.item())
+
+    def _evaluate(self, split: str) -> dict[str, float]:
+        prefix = metric_prefix(split)
+        return {f"{prefix}_{name}": value for name, value in self.evaluator(self.model, split).items()}
+
+    def _improved(self, value: float) -> bool:
+        if math.isnan(value):
+            return False
+        if self.best_value is None:
+            return True
+        return value < self.best_value if self.mode == "min" else value > self.best_value
+
+    def _update_best(self, record: dict[str, Any], epoch: int) -> None:
+        if self.monitor not in record:
+            raise KeyError(f"monitor {self.monitor!r} is not among the evaluated metrics {sorted(record)}")
+        value = float(record[self.monitor])
+        if self._improved(value):
+            self.best_value, self.best_epoch, self.evals_since_best = value, epoch, 0
+            self._best_state = copy.deepcopy(self.model.state_dict())
+            if self.run_dir is not None:
+                save_checkpoint(self.run_dir / BEST_CHECKPOINT, {"model": self.model.state_dict(), "epoch": epoch})
+        else:
+            self.evals_since_best += 1
+
+    def _should_stop(self) -> bool:
+        return self.patience is not None and self.evals_since_best >= self.patience
+
+    # -------------------------------------------------------------------------------------------- persistence
+    def _state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "next_epoch": self.next_epoch,
+            "step": self.step,
+            "best_value": self.best_value,
+            "best_epoch": self.best_epoch,
+            "evals_since_best": self.evals_since_best,
+            "finished": self.finished,
+            "history": self.history,
+        }
+
+    def _save_last(self) -> None:
+        if self.run_dir is None:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(self.run_dir / LAST_CHECKPOINT, self._state())
+        lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in self.history)
+        atomic_write_text(self.run_dir / "history.jsonl", lines)
+
+    def _restore(self) -> None:
+        if self.run_dir is None:
+            raise ValueError("resume needs a run_dir to resume from")
+        path = self.run_dir / LAST_CHECKPOINT
+        if not path.exists():
+            return
+        state = load_checkpoint(path)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.next_epoch = state["next_epoch"]
+        self.step = state["step"]
+        self.best_value = state["best_value"]
+        self.best_epoch = state["best_epoch"]
+        self.evals_since_best = state["evals_since_best"]
+        self.finished = state["finished"]
+        self.history = list(state["history"])
+        best_path = self.run_dir / BEST_CHECKPOINT
+        if best_path.exists():
+            self._best_state = load_checkpoint(best_path)["model"]
+
+    def _final_result(self) -> FitResult:
+        if self._best_state is not None:
+            self.model.load_state_dict(self._best_state)
+        metrics: dict[str, float] = {"best_epoch": self.best_epoch, "epochs_run": self.next_epoch}
+        metrics.update(self._evaluate(self.val_split))
+        if self.test_split is not None:
+            metrics.update(self._evaluate(self.test_split))
+        if self.run_dir is not None:
+            atomic_write_json(self.run_dir / "metrics.json", metrics)
+        return FitResult(metrics=metrics, history=list(self.history))

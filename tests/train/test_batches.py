@@ -1,0 +1,41 @@
+import pytest
+import torch
+
+from embreg.train.batches import TensorBatches
+
+
+def test_epochs_cover_every_example_once_and_replay_exactly():
+    batches = TensorBatches({"x": torch.arange(103), "y": torch.arange(103) * 2}, batch_size=10, seed=7)
+    first = torch.cat([b["x"] for b in batches.epoch(3)])
+    again = torch.cat([b["x"] for b in batches.epoch(3)])
+    other = torch.cat([b["x"] for b in batches.epoch(4)])
+    assert torch.equal(first.sort().values, torch.arange(103))
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+    assert all(torch.equal(b["y"], b["x"] * 2) for b in batches.epoch(0))
+    assert len(batches) == 11
+
+
+def test_transform_receives_the_epoch_generator():
+    seen = []
+
+    def transform(batch, generator):
+        batch["r"] = torch.rand(batch["x"].shape, generator=generator)
+        return batch
+
+    batches = TensorBatches({"x": torch.arange(8)}, batch_size=4, seed=1, transform=transform)
+    a = [b["r"] for b in batches.epoch(0)]
+    b = [b["r"] for b in batches.epoch(0)]
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_drop_last_and_no_shuffle():
+    batches = TensorBatches({"x": torch.arange(10)}, batch_size=4, shuffle=False, drop_last=True)
+    assert [b["x"].tolist() for b in batches.epoch(0)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+@pytest.mark.parametrize("tensors,batch_size", [({}, 2), ({"a": torch.zeros(3), "b": torch.zeros(4)}, 2),
+                                                ({"a": torch.zeros(3)}, 0), ({"a": torch.zeros(0)}, 2)])
+def test_bad_input(tensors, batch_size):
+    with pytest.raises(ValueError):
+        TensorBatches(tensors, batch_size)

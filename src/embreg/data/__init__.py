@@ -1,0 +1,79 @@
+"""Datasets, readers, splits, side-information graphs and negative sampling.
+
+A named dataset is fetched once into ``$EMBREG_HOME/datasets/<name>`` and verified
+by sha256; after that it never touches the network::
+
+    from embreg.data import load_ml100k, per_user_split, item_graph_from_kg, NegativeSampler
+
+    ml = load_ml100k()                                   # fetch("ml-100k") on first use
+    split = per_user_split(ml.ratings.users, seed=0)     # {"train", "valid", "test"} -> indices
+    edges = item_graph_from_kg(ml)                       # (E, 2) item pairs sharing cast or crew
+    train = ml.ratings.subset(split["train"])
+    sampler = NegativeSampler(train.users, train.items, ml.num_items)
+
+Your own interactions: ``load_ratings_file("ratings.csv", user="uid", item="iid", rating="stars")``.
+"""
+
+from embreg.data import catalog as _catalog  # noqa: F401  (registers the built-in datasets)
+from embreg.data.cache import embreg_home
+from embreg.data.graphs import (
+    DEFAULT_KG_RELATIONS,
+    GraphSummary,
+    cooccurrence_edges,
+    graph_summary,
+    item_graph_from_genres,
+    item_graph_from_kg,
+    user_graph_from_attributes,
+)
+from embreg.data.movielens import MovieLens100k, load_ml100k
+from embreg.data.ratings import RatingsData, encode_labels
+from embreg.data.ratings_file import load_ratings_file
+from embreg.data.registry import (
+    DEFAULT_REGISTRY,
+    DatasetFile,
+    DatasetInfo,
+    DatasetPart,
+    DatasetRegistry,
+    DatasetSpec,
+    dataset_dir,
+    fetch,
+    list_datasets,
+    register_dataset,
+)
+from embreg.data.samplers import NegativeSampler
+from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
+from embreg.data.splits import load_split, per_user_split, random_split, save_split
+
+__all__ = [
+    "DEFAULT_KG_RELATIONS",
+    "DEFAULT_REGISTRY",
+    "DatasetFile",
+    "DatasetInfo",
+    "DatasetPart",
+    "DatasetRegistry",
+    "DatasetSpec",
+    "GraphSummary",
+    "MovieLens100k",
+    "NegativeSampler",
+    "PyPIWheelSource",
+    "RatingsData",
+    "Source",
+    "UrlArchiveSource",
+    "cooccurrence_edges",
+    "dataset_dir",
+    "embreg_home",
+    "encode_labels",
+    "fetch",
+    "graph_summary",
+    "item_graph_from_genres",
+    "item_graph_from_kg",
+    "list_datasets",
+    "load_ml100k",
+    "load_ratings_file",
+    "load_split",
+    "per_user_split",
+    "random_split",
+    "register_dataset",
+    "save_split",
+    "user_graph_from_attributes",
+]

@@ -159,12 +159,15 @@ class Trainer:
         self.best_value: float | None = None
         self.best_epoch = -1
         self.evals_since_best = 0
-        self.finished = False
+        self.stopped_early = False
         self._best_state: dict[str, torch.Tensor] | None = None
 
     # ----------------------------------------------------------------------------------------------- training
     def fit(self, *, resume: bool = False) -> FitResult:
         """Trains until ``epochs`` or early stopping; with ``resume`` continues from ``run_dir/last.pt``.
+
+        A resumed run that had used up its epochs continues when ``epochs`` is now larger; one that stopped early
+        only reports its results again.
 
         Afterwards the model holds the weights of the best epoch.
         """
@@ -173,10 +176,10 @@ class Trainer:
         bar = tqdm(total=self.epochs, initial=self.next_epoch, desc="epochs", disable=not self.progress,
                    dynamic_ncols=True)
         try:
-            while not self.finished and self.next_epoch < self.epochs:
+            while not self.stopped_early and self.next_epoch < self.epochs:
                 record = self._run_epoch(self.next_epoch)
                 self.next_epoch += 1
-                self.finished = self.next_epoch >= self.epochs or self._should_stop()
+                self.stopped_early = self._should_stop()
                 self._save_last()
                 bar.update(1)
                 bar.set_postfix({"loss": f"{record['train_loss']:.4f}",
@@ -274,7 +277,7 @@ class Trainer:
             "best_value": self.best_value,
             "best_epoch": self.best_epoch,
             "evals_since_best": self.evals_since_best,
-            "finished": self.finished,
+            "stopped_early": self.stopped_early,
             "history": self.history,
         }
 
@@ -301,7 +304,7 @@ class Trainer:
         self.best_value = state["best_value"]
         self.best_epoch = state["best_epoch"]
         self.evals_since_best = state["evals_since_best"]
-        self.finished = state["finished"]
+        self.stopped_early = state["stopped_early"]
         self.history = list(state["history"])
         best_path = self.run_dir / BEST_CHECKPOINT
         if best_path.exists():

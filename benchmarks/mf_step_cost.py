@@ -1,0 +1,108 @@
+"""Cost of SSE inside MF training on MovieLens-100k: step-time ratios and epoch time, measured in one run.
+
+Targets (issue 2): an MF step with SSE on both tables costs <= 1.05x the plain step (SSE-SE and SSE-Graph);
+an MF epoch (batch 1024, d=64) takes under 2 seconds on 2 cores.
+
+Variants are timed in interleaved rounds (plain, SSE-SE, SSE-Graph, plain, ...) so that drifts in machine load
+hit all of them alike; the ratio of medians is reported.
+
+    python benchmarks/mf_step_cost.py --threads 2 --rounds 30 --out-json docs/results/mf-step-cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from embreg.recipes import load_recipe
+from embreg.recipes.builders import build_batches, build_model, prepare_data
+from embreg.train.optim import optimizer_factory
+
+VARIANTS = {
+    "plain": [],
+    "sse-se": ["sse.kind=se", "sse.p_user=0.01", "sse.p_item=0.01"],
+    "sse-graph": ["sse.kind=graph", "sse.p_user=0.01", "sse.p_item=0.01", "sse.rho_item=100"],
+}
+
+
+def make_step(overrides: list[str], dim: int, batch_size: int):
+    cfg = load_recipe("mf", [f"model.dim={dim}", f"train.batch_size={batch_size}", "model.l2=0.05"] + overrides)
+    data = prepare_data(cfg)
+    model = build_model(cfg, data)
+    model.train()
+    optimizer = optimizer_factory("adam", 1e-3)(model.parameters())
+    batches = build_batches(cfg, data)
+    epoch_batches = list(batches.epoch(0))
+
+    def step(batch):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model.loss(batch, model(batch))
+        loss.backward()
+        optimizer.step()
+
+    return step, epoch_batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds of steps per variant")
+    parser.add_argument("--steps", type=int, default=20, help="steps per variant per round")
+    parser.add_argument("--epochs", type=int, default=5, help="full epochs timed per variant")
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--out-json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    steps = {name: make_step(o, args.dim, args.batch_size) for name, o in VARIANTS.items()}
+    for step, batches in steps.values():  # warm-up
+        for batch in batches[:10]:
+            step(batch)
+    per_step = {name: [] for name in VARIANTS}
+    for r in range(args.rounds):
+        for name, (step, batches) in steps.items():
+            chosen = batches[(r * args.steps) % len(batches):][: args.steps]
+            started = time.perf_counter()
+            for batch in chosen:
+                step(batch)
+            per_step[name].append((time.perf_counter() - started) / len(chosen))
+    epoch_seconds = {name: [] for name in VARIANTS}
+    for _ in range(args.epochs):
+        for name, (step, batches) in steps.items():
+            started = time.perf_counter()
+            for batch in batches:
+                step(batch)
+            epoch_seconds[name].append(time.perf_counter() - started)
+
+    median_step = {name: statistics.median(v) for name, v in per_step.items()}
+    result = {
+        "command": "python benchmarks/mf_step_cost.py " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out_json"),
+        "machine": {"cpus": os.cpu_count(), "threads": args.threads, "platform": platform.platform(),
+                    "torch": torch.__version__},
+        "median_step_ms": {k: v * 1e3 for k, v in median_step.items()},
+        "step_ratio_vs_plain": {k: v / median_step["plain"] for k, v in median_step.items()},
+        "median_epoch_seconds": {k: statistics.median(v) for k, v in epoch_seconds.items()},
+        "batches_per_epoch": len(steps["plain"][1]),
+    }
+    print("| variant | median step (ms) | step / plain step | median epoch (s) |")
+    print("|---|---|---|---|")
+    for name in VARIANTS:
+        print(f"| {name} | {result['median_step_ms'][name]:.3f} | {result['step_ratio_vs_plain'][name]:.3f} | "
+              f"{result['median_epoch_seconds'][name]:.3f} |")
+    if args.out_json:
+        Path(args.out_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out_json).write_text(json.dumps(result, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The base class of SSE index transforms: ids -> ids, random in training only.
+
+It owns what every transform shares: the swap probability p, input checks, the
+eval-mode / p = 0 identity, and a private ``torch.Generator`` whose state is part
+of ``state_dict()`` so that a resumed run continues the exact random stream.
+"""
+
+from __future__ import annotations
+
+import abc
+import numbers
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from embreg.errors import EmbregError
+from embreg.sse._validation import check_ids_dtype, check_ids_range, check_num_embeddings, check_probability
+
+_SEED_UPPER = 2**62  # torch seeds are 64-bit; staying below 2**63 leaves room for a rank offset
+
+
+class IndexTransform(nn.Module, abc.ABC):
+    """Base of SSE transforms: maps a tensor of ids to a tensor of ids of the same shape.
+
+    ``forward(ids)`` checks the ids, returns ``ids`` itself (the same tensor) when
+    the module is in eval mode or ``p == 0``, and otherwise returns ``self.sample(ids)``.
+    Subclasses implement :meth:`sample`.
+
+    Randomness comes from a private ``torch.Generator`` created on the ids' device
+    at the first draw and seeded with ``seed + rank_offset``. Its state is saved by
+    ``state_dict()`` (via ``get_extra_state``) and restored by ``load_state_dict``.
+
+    Args:
+        num_embeddings: N, the number of ids (>= 2).
+        p: swap probability p0 in [0, 1] (sse-stochastic-shared-embeddings.txt, eq. 3 and 5).
+        seed: generator seed; None draws one from torch's global RNG now, so that a
+            preceding ``torch.manual_seed`` makes the run reproducible.
+        rank_offset: added to the seed, e.g. the process rank under DDP so that ranks
+            draw different swaps.
+
+    Example:
+        >>> class NextId(IndexTransform):
+        ...     def sample(self, ids: torch.Tensor) -> torch.Tensor:
+        ...         return (ids + 1) % self.num_embeddings
+        >>> shift = NextId(10, p=0.5, seed=0)
+        >>> shift(torch.tensor([9])).tolist(), shift.eval()(torch.tensor([9])).tolist()
+        ([0], [9])
+    """
+
+    def __init__(self, num_embeddings: int, p: float, seed: int | None = None, rank_offset: int = 0) -> None:
+        super().__init__()
+        self.num_embeddings = check_num_embeddings(num_embeddings)
+        self.p = p
+        if isinstance(rank_offset, bool) or not isinstance(rank_offset, numbers.Integral) or rank_offset < 0:
+            raise EmbregError(f"rank_offset={rank_offset!r} must be an int >= 0")
+        self.rank_offset = int(rank_offset)
+        self.seed = _draw_seed() if seed is None else _check_seed(seed)
+        self._generator: torch.Generator | None = None
+        self._pending_state: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def p(self) -> float:
+        """Swap probability in [0, 1]; may be changed between steps (e.g. a schedule)."""
+        return self._p
+
+    @p.setter
+    def p(self, value: float) -> None:
+        self._p = check_probability(value)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Return ids with random swaps in training mode, ``ids`` unchanged otherwise.
+
+        Args:
+            ids: integer tensor of any shape, e.g. (B,) or (B, L).
+
+        Returns:
+            Tensor of the same shape, dtype and device.
+        """
+        self.check_ids(ids)
+        if not self.training or self._p == 0.0 or ids.numel() == 0:
+            return ids
+        return self.sample(ids)
+
+    def check_ids(self, ids: torch.Tensor) -> None:
+        """Raise :class:`EmbregError` unless ``ids`` is an integer tensor with values in [0, N)."""
+        check_ids_dtype(ids)
+        check_ids_range(ids, self.num_embeddings)
+
+    @abc.abstractmethod
+    def sample(self, ids: torch.Tensor) -> torch.Tensor:
+        """Draw the swapped ids (called in training mode with p > 0 on checked ids).
+
+        Args:
+            ids: integer tensor of any shape, values valid for this transform.
+
+        Returns:
+            Tensor of the same shape, dtype and device.
+        """
+
+    def manual_seed(self, seed: int) -> "IndexTransform":
+        """Restart the random stream from ``seed + rank_offset``; returns self."""
+        self.seed = _check_seed(seed)
+        self._generator = None
+        self._pending_state = None
+        return self
+
+    def generator(self, device: torch.device | str) -> torch.Generator:
+        """The transform's generator on ``device``, created (or moved) on first use.
+
+        Moving to another device cannot carry the generator state over (CPU and
+        CUDA generators differ), so the new generator is seeded with a number drawn
+        from the old one: the stream stays deterministic and does not restart.
+        """
+        device = torch.device(device)
+        current = self._generator
+        if current is not None and _same_device(current.device, device):
+            return current
+        fresh = torch.Generator(device=device)
+        if current is not None:
+            fresh.manual_seed(int(torch.randint(0, _SEED_UPPER, (1,), generator=current, device=current.device)))
+        else:
+            fresh.manual_seed(self.seed + self.rank_offset)
+            self._apply_pending_state(fresh)
+        self._generator = fresh
+        return fresh
+
+    # ----------------------------------------------------------- checkpoint state
+    def get_extra_state(self) -> dict[str, Any]:
+        """Seed and generator state, stored by ``state_dict()`` under ``<prefix>_extra_state``."""
+        if self._generator is not None:
+            return {
+                "seed": self.seed,
+                "rank_offset": self.rank_offset,
+                "generator_device": self._generator.device.type,
+                "generator_state": self._generator.get_state(),
+            }
+        if self._pending_state is not None:
+            return dict(self._pending_state)
+        return {"seed": self.seed, "rank_offset": self.rank_offset, "generator_device": None, "generator_state": None}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_extra_state` saved; the generator resumes the same stream.
+
+        The module keeps its own ``rank_offset``. A state saved under another rank
+        offset (e.g. every DDP rank loading rank 0's checkpoint) is not copied as is,
+        which would give all ranks the same swaps: the generator continues from a
+        seed drawn from the saved state plus this module's offset instead.
+        """
+        if not isinstance(state, dict) or "seed" not in state:
+            raise EmbregError(f"{type(self).__name__}: malformed extra state {state!r}")
+        self.seed = _check_seed(state["seed"])
+        self._generator = None
+        self._pending_state = dict(state) if state.get("generator_state") is not None else None
+
+    def _apply_pending_state(self, generator: torch.Generator) -> None:
+        pending, self._pending_state = self._pending_state, None
+        if pending is None:
+            return
+        if pending["generator_device"] != generator.device.type:
+            warnings.warn(
+                f"{type(self).__name__}: the saved generator state is for a {pending['generator_device']} "
+                f"generator, the ids are on {generator.device.type}; restarting from seed {self.seed}",
+                stacklevel=3,
+            )
+            return
+        generator.set_state(pending["generator_state"])
+        if pending.get("rank_offset", self.rank_offset) != self.rank_offset:
+            drawn = int(torch.randint(0, _SEED_UPPER, (1,), generator=generator, device=generator.device))
+            generator.manual_seed((drawn + self.rank_offset) % _SEED_UPPER)
+
+    def extra_repr(self) -> str:
+        return f"num_embeddings={self.num_embeddings}, p={self._p}, seed={self.seed}, rank_offset={self.rank_offset}"
+
+
+def _draw_seed() -> int:
+    return int(torch.randint(0, _SEED_UPPER, (1,)))
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < _SEED_UPPER:
+        raise EmbregError(f"seed={seed!r} must be an int in [0, 2**62)")
+    return int(seed)
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """Devices are the same, treating a missing CUDA index as the current device."""
+    if a.type != b.type:
+        return False
+    if a.type == "cuda":
+        current = torch.cuda.current_device()
+        return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+    return True

@@ -1,0 +1,87 @@
+"""SSE-Graph as a module: swaps that favour neighbours in a knowledge graph."""
+
+from __future__ import annotations
+
+import torch
+
+from embreg.errors import EmbregError
+from embreg.sse._validation import check_rho
+from embreg.sse.base import IndexTransform
+from embreg.sse.functional import _sample_graph
+from embreg.sse.functional import transition_matrix as _transition_matrix
+from embreg.sse.graph import NeighbourGraph
+
+
+class SSEGraph(IndexTransform):
+    """Stochastic Shared Embeddings with a knowledge graph (SSE-Graph).
+
+    In training mode each id j is kept with probability 1 - p; otherwise it is
+    replaced by another id, a graph neighbour of j being ``rho`` times as likely as
+    a non-neighbour (sse-stochastic-shared-embeddings.txt, Section 3.1, eq. 3,
+    exactly normalised; see :func:`embreg.sse.functional.sse_graph`). Ids with no
+    neighbours, and every id when ``rho == 1``, are swapped as in SSE-SE (eq. 5).
+
+    The graph's tensors are non-persistent buffers: ``module.to(device)`` moves
+    them, and they are not written into ``state_dict()`` (the graph is data, not
+    learned state; the generator state is saved).
+
+    Args:
+        graph: neighbour graph over the N ids of the embedding table.
+        p: swap probability p0 in [0, 1].
+        rho: neighbour preference, >= 1.
+        seed: generator seed; None draws one from torch's global RNG.
+        rank_offset: added to the seed (e.g. the DDP rank).
+
+    Shapes:
+        ids: any shape, e.g. (B,) or (B, L); the output has the same shape and dtype.
+
+    Example:
+        >>> graph = NeighbourGraph.from_edges([[0, 1], [1, 2], [3, 4]], num_nodes=6)
+        >>> sse = SSEGraph(graph, p=0.1, rho=20.0, seed=0)
+        >>> sse(torch.tensor([[0, 1, 2], [3, 4, 5]])).shape
+        torch.Size([2, 3])
+        >>> sse.transition_matrix().shape
+        torch.Size([6, 6])
+    """
+
+    def __init__(
+        self, graph: NeighbourGraph, p: float, rho: float, seed: int | None = None, rank_offset: int = 0
+    ) -> None:
+        if not isinstance(graph, NeighbourGraph):
+            raise EmbregError(f"graph must be a NeighbourGraph, got {type(graph).__name__}")
+        super().__init__(graph.num_nodes, p, seed=seed, rank_offset=rank_offset)
+        self.rho = rho
+        self.register_buffer("graph_indptr", graph.indptr, persistent=False)
+        self.register_buffer("graph_indices", graph.indices, persistent=False)
+        self.register_buffer("graph_degree", graph.degree, persistent=False)
+
+    @property
+    def rho(self) -> float:
+        """Neighbour preference (>= 1): a neighbour is rho times as likely as a non-neighbour."""
+        return self._rho
+
+    @rho.setter
+    def rho(self, value: float) -> None:
+        self._rho = check_rho(value)
+
+    @property
+    def graph(self) -> NeighbourGraph:
+        """The neighbour graph, on the module's current device."""
+        return NeighbourGraph._from_parts(
+            self.graph_indptr, self.graph_indices, self.graph_degree, self.num_embeddings
+        )
+
+    def sample(self, ids: torch.Tensor) -> torch.Tensor:
+        """Swap each id with probability p, favouring graph neighbours (eq. 3)."""
+        graph = self.graph.to(ids.device)
+        return _sample_graph(ids, graph, self.p, self._rho, self.generator(ids.device))
+
+    def transition_matrix(self) -> torch.Tensor:
+        """Dense (N, N) float64 law of the swaps, ``T[j, k] = p(j, k)`` (eq. 3); for small N."""
+        return _transition_matrix(self.graph, self.p, self._rho)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_nodes={self.num_embeddings}, num_edges={self.graph_indices.numel() // 2}, "
+            f"p={self.p}, rho={self._rho}, seed={self.seed}, rank_offset={self.rank_offset}"
+        )

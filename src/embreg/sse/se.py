@@ -1,0 +1,42 @@
+"""SSE-SE as a module: swap ids for uniformly drawn other ids during training."""
+
+from __future__ import annotations
+
+import torch
+
+from embreg.sse.base import IndexTransform
+from embreg.sse.functional import _sample_se
+
+
+class SSE(IndexTransform):
+    """Stochastic Shared Embeddings, simple form (SSE-SE).
+
+    In training mode each id is kept with probability 1 - p and otherwise replaced
+    by an id drawn uniformly among the other N - 1 ids
+    (sse-stochastic-shared-embeddings.txt, Section 3.2, eq. 5). The paper finds
+    p = 0.01 a good default. In eval mode, or with p = 0, ids pass through unchanged.
+
+    Args:
+        num_embeddings: N, the size of the embedding table (>= 2).
+        p: swap probability p0 in [0, 1].
+        seed: generator seed; None draws one from torch's global RNG.
+        rank_offset: added to the seed (e.g. the DDP rank).
+
+    Shapes:
+        ids: any shape, e.g. (B,) or (B, L); the output has the same shape and dtype.
+
+    Example:
+        >>> sse = SSE(1000, p=0.01, seed=0)
+        >>> ids = torch.randint(0, 1000, (32, 50))
+        >>> sse(ids).shape
+        torch.Size([32, 50])
+        >>> sse.eval()(ids) is ids
+        True
+    """
+
+    def __init__(self, num_embeddings: int, p: float, seed: int | None = None, rank_offset: int = 0) -> None:
+        super().__init__(num_embeddings, p, seed=seed, rank_offset=rank_offset)
+
+    def sample(self, ids: torch.Tensor) -> torch.Tensor:
+        """Swap each id with probability p for a uniform other id (eq. 5)."""
+        return _sample_se(ids, self.num_embeddings, self.p, self.generator(ids.device))

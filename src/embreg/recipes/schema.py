@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.errors import ConfigError
-
-DEFAULT_KG_RELATIONS = ["film.film.actor", "film.film.directed_by", "film.film.written_by", "film.film.produced_by"]
 
 
 @dataclass

@@ -1,0 +1,28 @@
+"""The README's Python examples run as written, and .ci/run runs the README's test command."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+
+
+@pytest.mark.integration
+def test_readme_python_examples_run():
+    blocks = _python_blocks()
+    assert len(blocks) >= 2
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert tuple(namespace["vectors"].shape) == (32, 20, 64)
+
+
+def test_ci_runs_the_readme_test_command():
+    lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert lines[-1] in (ROOT / "README.md").read_text()

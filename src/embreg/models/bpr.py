@@ -11,9 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.models.output import ModelOutput
+from embreg.models.user_item import UserItemModel, normal_table, zero_table
 
 
-class BPR(nn.Module):
+class BPR(UserItemModel):
     """BPR matrix factorisation: ``x_ui = <p_u, q_i> + b_i``, loss ``-log sigmoid(x_ui - x_uj)``.
 
     The same ``item_transform`` (e.g. SSE on the item table) swaps both the positive and the negative item ids
@@ -49,32 +50,17 @@ class BPR(nn.Module):
         dropout: float = 0.0,
         l2: float = 0.0,
     ) -> None:
-        super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} is outside [0, 1)")
-        if l2 < 0:
-            raise ValueError(f"l2={l2} must be >= 0")
+        super().__init__(user_transform=user_transform, item_transform=item_transform, dropout=dropout, l2=l2)
         self.user_embedding = user_embedding
         self.item_embedding = item_embedding
         self.item_bias = item_bias
-        self.user_transform = user_transform if user_transform is not None else nn.Identity()
-        self.item_transform = item_transform if item_transform is not None else nn.Identity()
-        self.vector_dropout = nn.Dropout(dropout)
-        self.l2 = l2
 
     @classmethod
     def build(cls, num_users: int, num_items: int, dim: int, *, init_std: float = 0.1, item_bias: bool = True,
               **kwargs) -> BPR:
         """Builds a model with plain ``nn.Embedding`` tables (vectors ~ N(0, init_std^2), biases 0)."""
-        user_embedding = nn.Embedding(num_users, dim)
-        item_embedding = nn.Embedding(num_items, dim)
-        nn.init.normal_(user_embedding.weight, std=init_std)
-        nn.init.normal_(item_embedding.weight, std=init_std)
-        bias = None
-        if item_bias:
-            bias = nn.Embedding(num_items, 1)
-            nn.init.zeros_(bias.weight)
-        return cls(user_embedding, item_embedding, bias, **kwargs)
+        bias = zero_table(num_items) if item_bias else None
+        return cls(normal_table(num_users, dim, init_std), normal_table(num_items, dim, init_std), bias, **kwargs)
 
     def _item_terms(self, items: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         vectors = self.item_embedding(items)

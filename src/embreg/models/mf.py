@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 from embreg.models.output import ModelOutput
+from embreg.models.user_item import UserItemModel, normal_table, zero_table
 
 
-class BiasedMF(nn.Module):
+class BiasedMF(UserItemModel):
     """Biased MF: ``r_hat(u, i) = mu + b_u + b_i + <p_u, q_i>`` trained with the squared loss.
 
     The model receives its parts already built, so plain, mixed-dimension or otherwise wrapped embeddings swap in
@@ -54,19 +55,11 @@ class BiasedMF(nn.Module):
         dropout: float = 0.0,
         l2: float = 0.0,
     ) -> None:
-        super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} is outside [0, 1)")
-        if l2 < 0:
-            raise ValueError(f"l2={l2} must be >= 0")
+        super().__init__(user_transform=user_transform, item_transform=item_transform, dropout=dropout, l2=l2)
         self.user_embedding = user_embedding
         self.item_embedding = item_embedding
         self.user_bias = user_bias
         self.item_bias = item_bias
-        self.user_transform = user_transform if user_transform is not None else nn.Identity()
-        self.item_transform = item_transform if item_transform is not None else nn.Identity()
-        self.vector_dropout = nn.Dropout(dropout)
-        self.l2 = l2
         self.register_buffer("global_mean", torch.tensor(float(global_mean)))
 
     @classmethod
@@ -80,15 +73,8 @@ class BiasedMF(nn.Module):
         **kwargs,
     ) -> BiasedMF:
         """Builds a model with plain ``nn.Embedding`` tables (vectors ~ N(0, init_std^2), biases 0)."""
-        user_embedding = nn.Embedding(num_users, dim)
-        item_embedding = nn.Embedding(num_items, dim)
-        nn.init.normal_(user_embedding.weight, std=init_std)
-        nn.init.normal_(item_embedding.weight, std=init_std)
-        user_bias = nn.Embedding(num_users, 1)
-        item_bias = nn.Embedding(num_items, 1)
-        nn.init.zeros_(user_bias.weight)
-        nn.init.zeros_(item_bias.weight)
-        return cls(user_embedding, item_embedding, user_bias, item_bias, **kwargs)
+        return cls(normal_table(num_users, dim, init_std), normal_table(num_items, dim, init_std),
+                   zero_table(num_users), zero_table(num_items), **kwargs)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Predicts ratings for ``batch["user"]``, ``batch["item"]`` (both ``(B,)``); returns ``(B,)`` predictions."""

@@ -48,13 +48,7 @@ def parse_labels(table: Table, column: str, role: str) -> np.ndarray:
             i = _first(fractional)
             raise _fail(table, i, column, f"{role} {values[i]!r} is neither an integer nor a string label")
         return values.astype(np.int64)
-    missing = raw.isna().to_numpy()
-    if missing.any():
-        raise _fail(table, _first(missing), column, f"missing {role} (null)")
-    text = raw.astype(str).str.strip()
-    empty = (text == "").to_numpy()
-    if empty.any():
-        raise _fail(table, _first(empty), column, f"empty {role}")
+    text = _nonempty_text(table, column, role)
     nan_like = text.str.lower().isin(_MISSING_WORDS).to_numpy()
     if nan_like.any():
         i = _first(nan_like)
@@ -64,6 +58,19 @@ def parse_labels(table: Table, column: str, role: str) -> np.ndarray:
     return text.to_numpy(dtype=object)
 
 
+def _nonempty_text(table: Table, column: str, role: str) -> pd.Series:
+    """``column`` as stripped strings; a null or empty cell is an error naming its line/row."""
+    raw = table.columns[column]
+    missing = raw.isna().to_numpy()
+    if missing.any():
+        raise _fail(table, _first(missing), column, f"missing {role} (null)")
+    text = raw.astype(str).str.strip()
+    empty = (text == "").to_numpy()
+    if empty.any():
+        raise _fail(table, _first(empty), column, f"empty {role}")
+    return text
+
+
 def parse_numbers(table: Table, column: str, role: str) -> np.ndarray:
     """Finite float64 values of ``column``; empty, NaN, infinite or non-numeric values are errors."""
     raw = table.columns[column]
@@ -71,13 +78,7 @@ def parse_numbers(table: Table, column: str, role: str) -> np.ndarray:
         values = raw.to_numpy(dtype=np.float64, na_value=np.nan)
         text = None
     else:
-        missing = raw.isna().to_numpy()
-        if missing.any():
-            raise _fail(table, _first(missing), column, f"missing {role} (null)")
-        text = raw.astype(str).str.strip()
-        empty = (text == "").to_numpy()
-        if empty.any():
-            raise _fail(table, _first(empty), column, f"empty {role}")
+        text = _nonempty_text(table, column, role)
         values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(values)
     if bad.any():

@@ -36,8 +36,19 @@ def sweep(
     overrides: Sequence[str] = (),
     out_dir: str | Path,
     seed: int = 0,
+    start_points: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Tunes ``recipe`` for ``trials`` trials; writes ``trials.csv``, ``best.yaml`` (the tuned recipe) to ``out_dir``.
+
+    Args:
+        recipe: shipped recipe name or YAML path; its ``search`` section is the space.
+        trials: number of trials (each one training run scored on the validation split).
+        overrides: ``key=value`` settings applied to every trial.
+        out_dir: where ``trials.csv`` and ``best.yaml`` go.
+        seed: seed of the TPE sampler.
+        start_points: parameter sets evaluated first (they count towards ``trials``), e.g. the tuned values of a
+            baseline with the regulariser switched off, so that a variant's search starts where the baseline ended.
+            Keys missing from a start point are sampled.
 
     Returns ``{"monitor", "value", "params", "trials"}`` for the best trial.
     """
@@ -71,6 +82,11 @@ def sweep(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize" if mode == "min" else "maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed))
+    for point in start_points:
+        unknown = set(point) - set(cfg0.search)
+        if unknown:
+            raise ConfigError(f"start point keys {sorted(unknown)} are not in the search space {sorted(cfg0.search)}")
+        study.enqueue_trial(dict(point))
     study.optimize(objective, n_trials=trials, show_progress_bar=True)
     best_params = dict(study.best_trial.params)
     tuned = from_dict(RecipeConfig, apply_overrides(base, [f"{k}={v}" for k, v in best_params.items()]))

@@ -163,6 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=1682, help="synthetic graph size (ML-100k items)")
     parser.add_argument("--average-degree", type=float, default=120.0, help="synthetic graph average degree")
     parser.add_argument("--edges", type=str, default=None, help="optional (E, 2) int .npy edge array of a real graph")
+    parser.add_argument("--ml100k-kg", action="store_true",
+                        help="also time the real ML-100k item graph (items sharing actor/director/writer/producer)")
     parser.add_argument("--edges-num-nodes", type=int, default=None, help="node count for --edges (default max id + 1)")
     parser.add_argument("--reps", type=int, default=21, help="timed repetitions (median reported)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up calls")
@@ -185,6 +187,12 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")  # real edge lists often list both directions or repeat pairs
             real = NeighbourGraph.from_edges(edges, num_nodes)
         rows += bench_graph(os.path.basename(args.edges), real, args, generator)
+    if args.ml100k_kg:
+        from embreg.data import item_graph_from_kg, load_ml100k
+
+        ml = load_ml100k()
+        kg = NeighbourGraph.from_edges(item_graph_from_kg(ml), ml.num_items)
+        rows += bench_graph("ml-100k-kg", kg, args, generator)
     table = markdown_table(rows)
     print(table)
     result = {

@@ -37,6 +37,9 @@ __all__ = ["sse_se", "sse_graph", "transition_matrix"]
 _GEOMETRIC_GAPS_MAX_P = 0.5
 # Gaps drawn per batch: the expected number plus this many standard deviations, so one batch nearly always suffices.
 _GAP_BATCH_SLACK_SD = 6.0
+# Up to this many ids, one fused pass over all ids (a handful of tensor ops) beats the geometric-gap path, whose
+# fixed cost of small ops dominates a training step's mini-batch (measured: 1024 ids, ~3x less time per call).
+_DENSE_PATH_MAX_IDS = 1 << 15
 
 
 def sse_se(
@@ -207,6 +210,8 @@ def _fresh_flat_copy(ids: torch.Tensor) -> torch.Tensor:
 
 def _sample_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None) -> torch.Tensor:
     """Unchecked core of :func:`sse_se`."""
+    if ids.numel() <= _DENSE_PATH_MAX_IDS:
+        return _sample_se_dense(ids, num_embeddings, p, generator)
     out = _fresh_flat_copy(ids)
     positions = _swap_positions(out, p, generator)
     current = out[positions].long()
@@ -217,10 +222,44 @@ def _sample_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torc
     return out.view(ids.shape)
 
 
+def _sample_se_dense(
+    ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """SSE-SE for mini-batches: a swap decision and a candidate for every id, merged with ``torch.where``."""
+    swap = torch.rand(ids.shape, generator=generator, device=ids.device) < p
+    rank = torch.randint(0, num_embeddings - 1, ids.shape, generator=generator, device=ids.device, dtype=ids.dtype)
+    rank += rank >= ids
+    return torch.where(swap, rank, ids)
+
+
+def _sample_graph_dense(
+    ids: torch.Tensor, graph: NeighbourGraph, p: float, rho: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """SSE-Graph for mini-batches: the same mixture as :func:`_sample_graph`, computed for every id at once.
+
+    Written with as few tensor ops as possible, since for a mini-batch their fixed cost is the whole cost.
+    """
+    n = graph.num_nodes
+    current = ids.reshape(-1).long()
+    uniform = torch.rand((3, current.numel()), dtype=torch.float64, generator=generator, device=ids.device)
+    # u < 1 so floor(u * (n - 1)) <= n - 2; truncation is floor for non-negative values
+    other = (uniform[1] * (n - 1)).long()
+    replacement = other.add_(other >= current)
+    if graph.num_edges > 0 and rho > 1.0:
+        degree = graph.degree[current]
+        extra_weight = degree * (rho - 1.0)
+        to_neighbour = uniform[2] * (extra_weight + (n - 1)) < extra_weight
+        slot = (uniform[1] * degree).long().add_(graph.indptr[current]).clamp_(max=graph.indices.numel() - 1)
+        replacement = torch.where(to_neighbour, graph.indices[slot], replacement)
+    return torch.where(uniform[0] < p, replacement, current).to(ids.dtype).view(ids.shape)
+
+
 def _sample_graph(
     ids: torch.Tensor, graph: NeighbourGraph, p: float, rho: float, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Unchecked core of :func:`sse_graph` (the neighbour / uniform-other mixture)."""
+    if ids.numel() <= _DENSE_PATH_MAX_IDS:
+        return _sample_graph_dense(ids, graph, p, rho, generator)
     out = _fresh_flat_copy(ids)
     positions = _swap_positions(out, p, generator)
     if positions.numel() == 0:

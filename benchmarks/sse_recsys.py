@@ -231,7 +231,7 @@ def stage_report(out: Path, results: Path) -> None:
         (results / f"sse-recsys-{family}-table.md").write_text(format_markdown(table))
         report[family] = {
             "table": {d.name: json.loads((d / "summary.json").read_text()) for d in dirs},
-            "tuned": {d.name: _tuned_values(out, d.name) for d in dirs},
+            "tuned": {d.name: _tuned_values(out, d.name) for d in dirs if d.parent.name == "final"},
         }
     ablation = sorted((out / "ablation").glob("*/summary.json"))
     if ablation:

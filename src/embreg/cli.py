@@ -25,8 +25,15 @@ def _default_out(name: str) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from embreg.recipes import load_recipe
+    from embreg.recipes.lm_run import is_lm_recipe
     from embreg.recipes.run import run_seeds, run_single
 
+    if is_lm_recipe(args.recipe):
+        return _cmd_run_lm(args)
+    from embreg.recipes.finetune_run import is_finetune_recipe, run_finetune_cli
+
+    if is_finetune_recipe(args.recipe):
+        return run_finetune_cli(args.recipe, args.set, args.seeds, args.out, args.resume)
     cfg = load_recipe(args.recipe, args.set)
     out = Path(args.out) if args.out else _default_out(cfg.name)
     if args.seeds > 1:
@@ -36,6 +43,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
     else:
         result = run_single(cfg, out, resume=args.resume)
+        print(f"\n{cfg.name} -> {out}")
+        for key, value in result.metrics.items():
+            print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
+    return 0
+
+
+def _cmd_run_lm(args: argparse.Namespace) -> int:
+    """``embreg run`` for language-model recipes (``task: lm``, schema :mod:`embreg.recipes.lm_schema`)."""
+    from embreg.recipes.lm_run import load_lm_recipe, run_lm_seeds, run_lm_single
+
+    cfg = load_lm_recipe(args.recipe, args.set)
+    out = Path(args.out) if args.out else _default_out(cfg.name)
+    if args.seeds > 1:
+        summary = run_lm_seeds(cfg, out, args.seeds, resume=args.resume)
+        print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
+        for key, stats in summary.items():
+            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
+    else:
+        result = run_lm_single(cfg, out, resume=args.resume)
         print(f"\n{cfg.name} -> {out}")
         for key, value in result.metrics.items():
             print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
@@ -83,6 +109,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = args.metrics.split(",") if args.metrics else None
     result = compare_runs([Path(d) for d in args.dirs], baseline=args.baseline, metrics=metrics)
     text = format_markdown(result)
+    if args.full or args.boxplot:
+        from embreg.train.stability import box_plot, stability_markdown
+
+        dirs = [Path(d) for d in args.dirs]
+        text += "".join(f"\n{m}: mean, std, median, max, min, generalisation gap, p-values against the baseline\n\n"
+                        + stability_markdown(dirs, m, baseline=args.baseline) for m in result.metrics)
+        if args.boxplot:
+            box_plot(dirs, result.metrics[0], args.boxplot)
+            text += f"\nbox plot of {result.metrics[0]}: {args.boxplot}\n"
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
@@ -145,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--metrics", help="comma-separated metric keys (default: all test_* metrics)")
     compare.add_argument("--baseline", type=int, default=0, help="index of the baseline directory")
     compare.add_argument("--out", help="also write the markdown table to this file")
+    compare.add_argument("--full", action="store_true",
+                         help="also median, max, min and the generalisation gap (train - test) per metric")
+    compare.add_argument("--boxplot", metavar="PNG", help="box plot of the first metric's per-seed values")
     compare.set_defaults(func=cmd_compare)
 
     sweep = sub.add_parser("sweep", help="tune a recipe's 'search' space on the validation split (Optuna)")

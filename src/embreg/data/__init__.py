@@ -12,10 +12,15 @@ by sha256; after that it never touches the network::
     sampler = NegativeSampler(train.users, train.items, ml.num_items)
 
 Your own interactions: ``load_ratings_file("ratings.csv", user="uid", item="iid", rating="stars")``.
+
+Text for language models: ``load_enwiki()`` (the ``enwiki-gensim`` Wikipedia extract, split by article) or
+``load_text_files(train, valid, test)`` for your own plain-text files.
 """
 
 from embreg.data import catalog as _catalog  # noqa: F401  (registers the built-in datasets)
+from embreg.data.adult import load_adult
 from embreg.data.cache import embreg_home
+from embreg.data.ctr import CTRData
 from embreg.data.graphs import (
     DEFAULT_KG_RELATIONS,
     GraphSummary,
@@ -26,7 +31,11 @@ from embreg.data.graphs import (
     user_graph_from_attributes,
 )
 from embreg.data.movielens import MovieLens100k, load_ml100k
+from embreg.data.movielens_ctr import load_ml100k_ctr
+from embreg.data.labelled_text import TextTask, few_sample_split
+from embreg.data.polarity import load_polarity
 from embreg.data.ratings import RatingsData, encode_labels
+from embreg.data.reviews import load_reviews
 from embreg.data.ratings_file import load_ratings_file
 from embreg.data.registry import (
     DEFAULT_REGISTRY,
@@ -43,8 +52,21 @@ from embreg.data.registry import (
 from embreg.data.samplers import NegativeSampler
 from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
 from embreg.data.splits import load_split, per_user_split, random_split, save_split
+from embreg.data.text_corpus import TextCorpus, build_corpus, load_text_files, split_articles, tokenize_text
+from embreg.data.text_sources import PinnedWheelSource
+from embreg.data.text_vocab import Vocabulary
+from embreg.data.wikipedia import load_enwiki, read_wiki_dump
+from embreg.data.synthetic_ctr import synthetic_ctr
 
 __all__ = [
+    "TextTask",
+    "few_sample_split",
+    "load_polarity",
+    "load_reviews",
+    "CTRData",
+    "load_adult",
+    "load_ml100k_ctr",
+    "synthetic_ctr",
     "DEFAULT_KG_RELATIONS",
     "DEFAULT_REGISTRY",
     "DatasetFile",
@@ -55,10 +77,14 @@ __all__ = [
     "GraphSummary",
     "MovieLens100k",
     "NegativeSampler",
+    "PinnedWheelSource",
     "PyPIWheelSource",
     "RatingsData",
     "Source",
+    "TextCorpus",
     "UrlArchiveSource",
+    "Vocabulary",
+    "build_corpus",
     "cooccurrence_edges",
     "dataset_dir",
     "embreg_home",
@@ -68,12 +94,17 @@ __all__ = [
     "item_graph_from_genres",
     "item_graph_from_kg",
     "list_datasets",
+    "load_enwiki",
     "load_ml100k",
     "load_ratings_file",
     "load_split",
+    "load_text_files",
     "per_user_split",
     "random_split",
+    "read_wiki_dump",
     "register_dataset",
     "save_split",
+    "split_articles",
+    "tokenize_text",
     "user_graph_from_attributes",
 ]

@@ -2,9 +2,13 @@
 
 from embreg.models.bpr import BPR
 from embreg.models.dlrm import DLRM
+from embreg.models.encoder_classifier import EncoderClassifier, encode_texts
+from embreg.models.lstm_lm import LSTMLanguageModel
 from embreg.models.mf import BiasedMF
 from embreg.models.mlp import mlp
 from embreg.models.ncf import NCF
 from embreg.models.output import ModelOutput
+from embreg.models.pretrained import fetch_pretrained, list_pretrained, load_pretrained
 
-__all__ = ["BPR", "BiasedMF", "DLRM", "ModelOutput", "NCF", "mlp"]
+__all__ = ["BPR", "BiasedMF", "DLRM", "EncoderClassifier", "encode_texts", "fetch_pretrained", "list_pretrained",
+           "load_pretrained", "LSTMLanguageModel", "ModelOutput", "NCF", "mlp"]

@@ -1,6 +1,8 @@
 """Builders: turn a :class:`RecipeConfig` into data, a model with its index transforms, batches and an evaluator.
 
-This is the only place that wires the lower floors (``data``, ``sse``, ``models``, ``train``) together.
+This is the only place that wires the lower floors (``data``, ``sse``, ``models``, ``train``) together. CTR
+recipes are built by :mod:`embreg.recipes.ctr_builders`, mixed-dimension and NCF rating models by
+:mod:`embreg.recipes.embedding_builders`; uniform MF and BPR are built here exactly as before.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from embreg.data import (
 from embreg.data.movielens import MovieLens100k
 from embreg.errors import ConfigError
 from embreg.models import BPR, BiasedMF
+from embreg.recipes.ctr_builders import (
+    PreparedCTRData,
+    build_ctr_batches,
+    build_ctr_evaluator,
+    build_ctr_model,
+    prepare_ctr_data,
+)
+from embreg.recipes.embedding_builders import build_rating_model
 from embreg.recipes.schema import RecipeConfig
 from embreg.sse import SSE, NeighbourGraph, SSEGraph
 from embreg.train.batches import TensorBatches
+from embreg.train.ctr_evaluation import CTREvaluator
 from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
 
 SPLITS = ("train", "valid", "test")
@@ -51,8 +62,10 @@ class PreparedData:
         return self.ratings.subset(self.split[name])
 
 
-def prepare_data(cfg: RecipeConfig) -> PreparedData:
-    """Loads the interactions named by ``cfg.data`` and splits them with ``cfg.data.split_seed``."""
+def prepare_data(cfg: RecipeConfig) -> PreparedData | PreparedCTRData:
+    """Loads the interactions (or, for CTR, the table) named by ``cfg.data``; splits with ``cfg.data.split_seed``."""
+    if cfg.task == "ctr":
+        return prepare_ctr_data(cfg)
     d = cfg.data
     movielens = None
     if d.path is not None:
@@ -110,9 +123,15 @@ def build_transforms(cfg: RecipeConfig, data: PreparedData) -> tuple[nn.Module |
 
 
 def build_model(cfg: RecipeConfig, data: PreparedData) -> nn.Module:
-    """MF or BPR with plain embedding tables and the recipe's index transforms."""
+    """MF, NCF or BPR (uniform or mixed-dimension tables) with the recipe's index transforms; DLRM for CTR."""
+    if cfg.task == "ctr":
+        return build_ctr_model(cfg, data)
     m = cfg.model
     user_transform, item_transform = build_transforms(cfg, data)
+    if m.name == "ncf" or cfg.embedding.kind == "md":
+        train = data.part("train")
+        return build_rating_model(cfg, data.ratings.num_users, data.ratings.num_items, train.users, train.items,
+                                  float(train.ratings.mean()), user_transform, item_transform)
     common = dict(init_std=m.init_std, user_transform=user_transform, item_transform=item_transform,
                   dropout=m.dropout, l2=m.l2)
     num_users, num_items = data.ratings.num_users, data.ratings.num_items
@@ -128,6 +147,8 @@ def _pair_tensors(part: RatingsData) -> tuple[torch.Tensor, torch.Tensor]:
 
 def build_batches(cfg: RecipeConfig, data: PreparedData) -> TensorBatches:
     """Training batches: ``user, item, rating`` for rating tasks; ``user, pos, neg`` (sampled) for ranking."""
+    if cfg.task == "ctr":
+        return build_ctr_batches(cfg, data)
     train = data.part("train")
     users, items = _pair_tensors(train)
     t = cfg.train
@@ -144,8 +165,13 @@ def build_batches(cfg: RecipeConfig, data: PreparedData) -> TensorBatches:
     return TensorBatches(tensors, t.batch_size, seed=t.seed, transform=add_negatives)
 
 
-def build_evaluator(cfg: RecipeConfig, data: PreparedData) -> RatingEvaluator | RankingEvaluator:
-    """RMSE/MAE on every split for rating tasks; full-ranking top-k metrics on valid/test for ranking tasks."""
+def build_evaluator(
+    cfg: RecipeConfig, data: PreparedData,
+) -> RatingEvaluator | RankingEvaluator | CTREvaluator:
+    """RMSE/MAE on every split for rating tasks; full-ranking top-k metrics on valid/test for ranking tasks;
+    log-loss, accuracy and AUC for CTR tasks."""
+    if cfg.task == "ctr":
+        return build_ctr_evaluator(cfg, data)
     if cfg.task == "rating":
         splits = {}
         for name in SPLITS:

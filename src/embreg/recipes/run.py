@@ -81,7 +81,7 @@ def _write_split_record(run_dir: Path, cfg: RecipeConfig, split: dict[str, np.nd
     record = {
         "split_seed": cfg.data.split_seed,
         "fractions": cfg.data.split,
-        "kind": "random" if cfg.task == "rating" else "per-user",
+        "kind": "per-user" if cfg.task == "ranking" else "random",
         "sizes": {name: int(idx.size) for name, idx in split.items()},
     }
     atomic_write_json(run_dir / "split.json", record)

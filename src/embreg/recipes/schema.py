@@ -1,4 +1,4 @@
-"""Typed recipe configuration for recommender recipes (MF and BPR with optional SSE or dropout).
+"""Typed recipe configuration for recommender recipes (MF, NCF and BPR with optional SSE or dropout; DLRM for CTR).
 
 Every field has a default; a recipe YAML names only what differs. Unknown or misspelt keys are errors that
 suggest the closest valid key (see :func:`embreg.config.from_dict`).
@@ -11,6 +11,7 @@ from typing import Literal
 
 from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.errors import ConfigError
+from embreg.recipes.embedding_schema import EmbeddingConfig
 
 
 @dataclass
@@ -53,18 +54,25 @@ class ModelConfig:
     """The recommender and its embedding tables.
 
     Attributes:
-        name: ``mf`` (biased MF, squared loss) or ``bpr`` (pairwise ranking loss).
-        dim: embedding dimension.
-        dropout: dropout on the user/item vectors (the paper's "Dropout + MF/BPR" baseline).
-        l2: weight of the batch-mean squared norm of looked-up vectors and biases.
+        name: ``mf`` (biased MF, squared loss), ``bpr`` (pairwise ranking loss), ``ncf`` (GMF + MLP, squared
+            loss) or ``dlrm`` (CTR: bottom MLP, per-field embeddings, dot interactions, top MLP).
+        dim: embedding dimension (the base dimension of mixed-dimension tables).
+        dropout: dropout on the user/item vectors (MF/BPR: the paper's "Dropout + MF/BPR" baseline; NCF: in the MLP).
+        l2: weight of the batch-mean squared norm of looked-up vectors and biases (MF/BPR).
         init_std: standard deviation of the normal initialisation of the vectors.
+        mlp: NCF's MLP widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
+        bottom_mlp: DLRM's bottom MLP hidden widths (its last layer outputs ``dim``).
+        top_mlp: DLRM's top MLP hidden widths (its last layer outputs the logit).
     """
 
-    name: Literal["mf", "bpr"] = "mf"
+    name: Literal["mf", "bpr", "ncf", "dlrm"] = "mf"
     dim: int = 64
     dropout: float = 0.0
     l2: float = 0.0
     init_std: float = 0.1
+    mlp: list[int] = field(default_factory=lambda: [128, 128, 32])
+    bottom_mlp: list[int] = field(default_factory=lambda: [64])
+    top_mlp: list[int] = field(default_factory=lambda: [64, 32])
 
     def __post_init__(self) -> None:
         if self.dim < 1:
@@ -73,6 +81,9 @@ class ModelConfig:
             raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
         if self.l2 < 0:
             raise ConfigError(f"model.l2={self.l2} must be >= 0")
+        for name in ("mlp", "bottom_mlp", "top_mlp"):
+            if any(width < 1 for width in getattr(self, name)):
+                raise ConfigError(f"model.{name}={getattr(self, name)} must hold widths >= 1")
 
 
 @dataclass
@@ -179,33 +190,45 @@ class SearchParam:
 
 @dataclass
 class RecipeConfig:
-    """A recommender recipe: task, data, model, SSE, training and its tuning search space.
+    """A recommender recipe: task, data, model, embedding tables, SSE, training and its tuning search space.
 
     Attributes:
         name: recipe name (``embreg list``).
         description: one line shown by ``embreg list``.
-        task: ``rating`` (explicit: RMSE/MAE) or ``ranking`` (implicit: full-ranking top-k metrics).
+        task: ``rating`` (explicit: RMSE/MAE), ``ranking`` (implicit: full-ranking top-k metrics) or ``ctr``
+            (binary click labels: log-loss, accuracy, AUC; ``data.dataset`` is ``adult``, ``ml-100k-ctr`` or
+            ``synthetic-ctr``).
+        embedding: uniform or mixed-dimension tables (:class:`EmbeddingConfig`).
         search: dotted config key -> search dimension, used by ``embreg sweep``.
         tuned: provenance of the values in this recipe (which sweep chose them).
     """
 
     name: str = "recipe"
     description: str = ""
-    task: Literal["rating", "ranking"] = "rating"
+    task: Literal["rating", "ranking", "ctr"] = "rating"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     sse: SSEConfig = field(default_factory=SSEConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     search: dict[str, SearchParam] = field(default_factory=dict)
     tuned: str = ""
 
     def __post_init__(self) -> None:
-        if self.task == "rating" and self.model.name != "mf":
-            raise ConfigError(f"task 'rating' needs model.name 'mf', got {self.model.name!r}")
+        if self.task == "rating" and self.model.name not in ("mf", "ncf"):
+            raise ConfigError(f"task 'rating' needs model.name 'mf' or 'ncf', got {self.model.name!r}")
         if self.task == "ranking" and self.model.name != "bpr":
             raise ConfigError(f"task 'ranking' needs model.name 'bpr', got {self.model.name!r}")
+        if self.task == "ctr" and self.model.name != "dlrm":
+            raise ConfigError(f"task 'ctr' needs model.name 'dlrm', got {self.model.name!r}")
+        if self.task == "ctr" and self.sse.kind != "none":
+            raise ConfigError(f"sse.kind={self.sse.kind!r} is not supported for task 'ctr'; use 'none'")
+        if self.embedding.kind == "md" and self.model.name == "bpr":
+            raise ConfigError("embedding.kind 'md' is available for models mf, ncf and dlrm, not 'bpr'")
 
     @property
     def monitor(self) -> tuple[str, str]:
         """The validation metric that selects the best epoch and its direction."""
+        if self.task == "ctr":
+            return ("val_logloss", "min")
         return ("val_rmse", "min") if self.task == "rating" else ("val_ndcg@10", "max")

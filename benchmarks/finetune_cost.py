@@ -1,0 +1,163 @@
+"""Cost of each fine-tuning regulariser: step time relative to a plain fine-tuning step, and peak memory.
+
+One process times every method on the same batch (all-MiniLM-L6-v2, batch 32 x 64 tokens of clothing reviews,
+AdamW, a full optimisation step: forward, penalty, backward, clipping, update). Methods are timed in interleaved
+rounds, so a change in machine load hits all of them alike, and the ratio of each method's median step time to
+plain fine-tuning's is reported. Peak memory is the peak resident set size of a separate process that loads the
+model and runs a few steps of one method (``VmHWM``, so it includes Python, torch and the model), and the part of it
+the training steps add on top of the resident size before the first step.
+
+    python benchmarks/finetune_cost.py --rounds 5 --steps 2 --threads 1
+
+writes ``docs/results/finetuning-stability-cost.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from embreg.data.reviews import load_reviews
+from embreg.models import EncoderClassifier, encode_texts
+from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout, StepContext
+
+METHODS = {
+    "FT": lambda: None,
+    "FT+Noise": lambda: LayerNoise(sigma=0.1),
+    "L2-SP": lambda: L2SP(alpha=0.01),
+    "Mixout": lambda: Mixout(p=0.1),
+    "SMART": lambda: SMART(weight=1.0, epsilon=1e-5, step_size=1e-3),
+    "R3F": lambda: R3F(weight=1.0, sigma=1e-5),
+    "LNSR": lambda: LNSR(sigma=0.2, start_layer=1),
+    "LNSR (b=3)": lambda: LNSR(sigma=0.2, start_layer=3),
+    "LNSR (b=4)": lambda: LNSR(sigma=0.2, start_layer=4),
+}
+TARGETS = {"LNSR": 1.7, "LNSR (b=3)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def _batch(batch_size: int, max_length: int, tokenizer) -> dict[str, torch.Tensor]:
+    task = load_reviews("binary", train_size=2000)
+    texts = sorted(task.texts["train"], key=len, reverse=True)[:batch_size]  # long texts: every row fills T
+    batch = encode_texts(tokenizer, texts, max_length)
+    batch["labels"] = torch.as_tensor(task.labels["train"][:batch_size]).long()
+    return batch
+
+
+class Runner:
+    """A model, its regulariser and optimizer, stepping on one fixed batch."""
+
+    def __init__(self, base: EncoderClassifier, method: str, batch: dict[str, torch.Tensor]) -> None:
+        self.model = copy.deepcopy(base).train()
+        self.regularizer = METHODS[method]()
+        if self.regularizer is not None and hasattr(self.regularizer, "prepare"):
+            self.model = self.regularizer.prepare(self.model)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
+        self.batch = batch
+
+    def step(self) -> float:
+        started = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        output = self.model(self.batch)
+        loss = self.model.loss(self.batch, output)
+        if self.regularizer is not None and hasattr(self.regularizer, "penalty"):
+            loss = loss + self.regularizer.penalty(StepContext(self.model, self.batch, output=output, loss=loss))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        return time.perf_counter() - started
+
+
+def _status_mib(field: str) -> float:
+    """A memory field of /proc/self/status (``VmRSS``, ``VmHWM``) in MiB; ru_maxrss where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_memory(method: str, args: argparse.Namespace) -> tuple[float, float]:
+    """``(peak RSS, peak minus RSS before the first step)`` in MiB of a fresh process running ``method``.
+
+    A fresh process, because the peak-RSS counters of Linux are per process (``VmHWM`` restarts at ``exec``).
+    """
+    command = [sys.executable, __file__, "--memory-only", method, "--threads", str(args.threads),
+               "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--steps", str(args.steps)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    peak, before = (float(v) for v in result.stdout.strip().splitlines()[-1].split())
+    return peak, peak - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per method per round")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--memory-only", choices=sorted(METHODS), help=argparse.SUPPRESS)
+    parser.add_argument("--no-memory", action="store_true", help="skip the per-method memory processes")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    base, tokenizer = EncoderClassifier.from_pretrained("all-minilm-l6-v2", 2)
+    batch = _batch(args.batch_size, args.max_length, tokenizer)
+    if args.memory_only:
+        runner = Runner(base, args.memory_only, batch)
+        before = _status_mib("VmRSS")
+        for _ in range(args.steps + 1):
+            runner.step()
+        print(_status_mib("VmHWM"), before)
+        return
+    runners = {name: Runner(base, name, batch) for name in METHODS}
+    for runner in runners.values():
+        runner.step()  # warm-up: allocator, lazy initialisation
+    times: dict[str, list[float]] = {name: [] for name in METHODS}
+    for _ in range(args.rounds):
+        for name, runner in runners.items():
+            times[name] += [runner.step() for _ in range(args.steps)]
+    base_time = statistics.median(times["FT"])
+    rows = {}
+    for name in METHODS:
+        median = statistics.median(times[name])
+        rows[name] = {"median_step_seconds": median, "ratio_to_FT": median / base_time, "target": TARGETS.get(name),
+                      "step_seconds": times[name]}
+    if not args.no_memory:
+        for name in METHODS:
+            rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)
+    machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
+    command = "python benchmarks/finetune_cost.py " + " ".join(sys.argv[1:])
+    record = {"command": command, "machine": machine, "batch": [args.batch_size, args.max_length],
+              "model": "all-minilm-l6-v2", "methods": rows}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "finetuning-stability-cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    lines = ["# Fine-tuning regularisers: cost per step", "",
+             f"Command: `{command}`  ", f"Machine: {machine}; all-MiniLM-L6-v2, batch {args.batch_size} x "
+             f"{args.max_length} tokens, AdamW, one full step (forward, penalty, backward, clip, update); "
+             f"{args.rounds} interleaved rounds x {args.steps} steps per method.", "",
+             "| method | median step (s) | ratio to FT | target | peak RSS (MiB) | added by the steps (MiB) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, row in rows.items():
+        target = f"<= {row['target']}x" if row["target"] else "—"
+        memory = (f"{row['peak_rss_mib']:.0f} | {row['step_memory_mib']:.0f}" if "peak_rss_mib" in row
+                  else "— | —")
+        lines.append(f"| {name} | {row['median_step_seconds']:.3f} | {row['ratio_to_FT']:.2f} | {target} | {memory} |")
+    (OUT / "finetuning-stability-cost.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

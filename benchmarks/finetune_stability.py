@@ -1,0 +1,152 @@
+"""The fine-tuning stability comparison (lnsr-noise-stability-bert.txt, Tables 1-3, Fig. 2) on clothing reviews.
+
+Runs the seven shipped recipes (FT, FT+Noise, L2-SP, Mixout, SMART, R3F, LNSR) seed by seed, all methods for seed 0
+before any method gets seed 1, so an interrupted or time-limited run leaves a balanced table. Every seed is a
+resumable run directory (``runs/.../<recipe>/seed-<s>``): finished seeds are read back, so running again with a
+larger ``--seeds`` only adds seeds. Seed 0 of FT and LNSR keeps ``best.pt`` for the noise-attenuation analysis.
+
+    python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability
+    python benchmarks/finetune_stability.py --seeds 3 --out runs/ft-stability-rating --tag rating \\
+        --set data.task=rating
+
+writes ``docs/results/finetuning-stability-<tag>.{json,md,png}`` (mean, std, median, max, min, generalisation
+gap, Welch and Mann-Whitney p-values against FT, box plot) from whatever seeds have finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from embreg.recipes.finetune_builders import prepare_text
+from embreg.recipes.finetune_run import FINISHED_KEY, load_finetune_recipe, run_finetune_single
+from embreg.train.checkpoint import atomic_write_json
+from embreg.train.stability import box_plot, stability_markdown
+from embreg.train.stats import summarize_runs
+
+METHODS = {"FT": "ft-reviews", "FT+Noise": "ft-reviews-noise", "L2-SP": "ft-reviews-l2sp",
+           "Mixout": "ft-reviews-mixout", "SMART": "ft-reviews-smart", "R3F": "ft-reviews-r3f",
+           "LNSR": "ft-reviews-lnsr"}
+KEEP_BEST = {"FT", "LNSR"}
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def _finished(seed_dir: Path) -> dict | None:
+    path = seed_dir / "metrics.json"
+    if not path.is_file():
+        return None
+    metrics = json.loads(path.read_text())
+    return metrics if FINISHED_KEY in metrics else None
+
+
+def _summaries(out: Path, methods: list[str]) -> dict[str, dict]:
+    summaries = {}
+    for method in methods:
+        directory = out / METHODS[method]
+        runs = sorted(directory.glob("seed-*"), key=lambda p: int(p.name.split("-")[1]))
+        finished = [m for m in (_finished(r) for r in runs) if m is not None]
+        if finished:
+            summary = summarize_runs(finished)
+            atomic_write_json(directory / "summary.json", summary)
+            summaries[method] = summary
+    return summaries
+
+
+def report(out: Path, methods: list[str], tag: str, command: str, overrides: list[str]) -> None:
+    """Writes the table, box plot and raw summaries of every finished seed."""
+    summaries = _summaries(out, methods)
+    present = [m for m in methods if m in summaries]
+    if "FT" not in present:
+        print("no finished FT seed yet; nothing to report")
+        return
+    present = ["FT"] + [m for m in present if m != "FT"]
+    dirs = [out / METHODS[m] for m in present]
+    cfg = load_finetune_recipe(METHODS["FT"], overrides)
+    metrics = ["test_accuracy", "test_mcc", "test_f1"] if cfg.task == "classification" else ["test_corr",
+                                                                                            "test_pearson"]
+    if cfg.data.task == "rating":
+        metrics = ["test_accuracy", "test_macro_f1", "test_mcc"]
+    sizes = json.loads((dirs[0] / "seed-0" / "split.json").read_text())["sizes"]
+    machine = (f"{platform.machine()} CPU, 2 cores shared with other jobs, torch {torch.__version__}, "
+               f"{cfg.train.threads} torch thread(s) per run, no GPU")
+    lines = [f"# Fine-tuning stability: {tag}", "",
+             f"Command: `{command}`  ", f"Machine: {machine}  ",
+             f"Task: {cfg.data.dataset} / {cfg.data.task}, {sizes['train']} training examples, fixed "
+             f"validation ({sizes['valid']}) and test ({sizes['test']}) sets (split seed "
+             f"{cfg.data.split_seed}, subset seed {cfg.data.subset_seed}), max {cfg.data.max_length} tokens; "
+             f"all-MiniLM-L6-v2, {cfg.train.epochs} epochs, batch {cfg.train.batch_size}, lr {cfg.train.lr}, "
+             f"best epoch by {cfg.monitor[0]}. Seeds: train.seed = 0, 1, ... (head initialisation, batch order, "
+             "dropout, noise).", ""]
+    for metric in metrics:
+        lines += [f"## {metric}", "", stability_markdown(dirs, metric, names=present)]
+    seconds = {m: summaries[m]["wall_seconds"]["mean"] for m in present}
+    per_step = {m: summaries[m]["seconds_per_step"]["median"] for m in present}
+    lines += ["## time per run (mean wall seconds, including evaluation) and per training step (median)", "",
+              "| run | wall s / seed | s / step | ratio to FT |", "|---|---:|---:|---:|"]
+    lines += [f"| {m} | {seconds[m]:.0f} | {per_step[m]:.2f} | {per_step[m] / per_step['FT']:.2f} |" for m in present]
+    lines += ["", "Step times come from runs sharing a loaded machine; the controlled cost comparison is "
+              "`finetuning-stability-cost.md`.", ""]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"finetuning-stability-{tag}.md").write_text("\n".join(lines))
+    box_plot(dirs, metrics[0], OUT / f"finetuning-stability-{tag}.png", names=present,
+             title=f"{cfg.data.dataset}/{cfg.data.task}, {sizes['train']} training examples: {metrics[0]} per seed")
+    record = {"command": command, "machine": machine, "overrides": overrides,
+              "recipes": {m: METHODS[m] for m in present},
+              "regularizers": {m: {"name": load_finetune_recipe(METHODS[m], overrides).regularizer.name,
+                                   "args": load_finetune_recipe(METHODS[m], overrides).regularizer.args}
+                               for m in present},
+              "summaries": summaries}
+    (OUT / f"finetuning-stability-{tag}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--out", default="runs/ft-stability")
+    parser.add_argument("--tag", default="binary", help="name of the results files")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override every recipe")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished seeds")
+    parser.add_argument("--budget-minutes", type=float, default=None, help="start no new seed after this long")
+    args = parser.parse_args()
+    methods = args.methods.split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    out = Path(args.out)
+    command = "python benchmarks/finetune_stability.py " + " ".join(sys.argv[1:])
+    started = time.perf_counter()
+    if not args.report_only:
+        prepared = None
+        for seed in range(args.seeds):
+            for method in methods:
+                if args.budget_minutes is not None and time.perf_counter() - started > 60 * args.budget_minutes:
+                    print(f"budget of {args.budget_minutes} min used; stopping before {method} seed {seed}")
+                    report(out, methods, args.tag, command, args.set)
+                    return
+                seed_dir = out / METHODS[method] / f"seed-{seed}"
+                if _finished(seed_dir):
+                    continue
+                extra = [f"train.seed={seed}"]
+                if seed == 0 and method in KEEP_BEST:
+                    extra.append("train.keep_checkpoints=best")
+                cfg = load_finetune_recipe(METHODS[method], [*args.set, *extra])
+                if prepared is None:
+                    prepared = prepare_text(cfg)
+                result = run_finetune_single(cfg, seed_dir, resume=True, prepared=prepared)
+                m = result.metrics
+                print(f"{method:9s} seed {seed}: " + "  ".join(f"{k}={m[k]:.4f}" for k in sorted(m)
+                                                               if k.startswith("test_")) +
+                      f"  ({m['wall_seconds']:.0f} s)", flush=True)
+    report(out, methods, args.tag, command, args.set)
+
+
+if __name__ == "__main__":
+    main()

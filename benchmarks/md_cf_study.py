@@ -1,0 +1,282 @@
+"""Mixed-dimension collaborative filtering case study on MovieLens-100k (mixed-dimension-embeddings.txt, Fig. 3).
+
+For every (budget, alpha, seed) it trains the ``md-mf`` or ``md-ncf`` recipe with the user/item tables sized from
+``embedding.budget`` (embedding-row parameters; ``alpha = 0`` is a plain uniform table at ``budget / rows``
+dimensions, with no projections) and records
+
+* test MSE (= RMSE^2 of the clamped predictions) at the best validation epoch,
+* test and train MSE on the ratings of the most popular and the least popular third of items, thirds taken by
+  *popularity mass* (training frequency), as in the paper's Appendix H,
+* exact parameter counts: embedding tables (rows + projections) and the whole model.
+
+Writes a JSON file with every run, a markdown table and three plots (MSE vs parameters; popular vs rare MSE vs
+parameters; train vs test MSE for popular and rare items against alpha at a fixed budget).
+
+Example:
+    python benchmarks/md_cf_study.py --model mf --budget-dims 1 2 4 8 16 32 --alphas 0 0.1 0.2 0.3 0.4 0.5 \
+        --seeds 3 --fixed-budget-dim 16 --out docs/results/mixed-dimension-cf-mf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from embreg.recipes import load_recipe
+from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
+from embreg.train.optim import optimizer_factory
+from embreg.train.seeding import seed_everything
+from embreg.train.trainer import Trainer
+
+
+def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over items: the most popular items holding the first third of the training mass, and the
+    least popular items holding the last third (by cumulative frequency, most popular first)."""
+    counts = np.bincount(train_items, minlength=num_items).astype(np.float64)
+    order = np.argsort(-counts, kind="stable")
+    cumulative = np.cumsum(counts[order]) / counts.sum()
+    popular, rare = np.zeros(num_items, bool), np.zeros(num_items, bool)
+    popular[order[cumulative <= 1 / 3 + 1e-12]] = True
+    rare[order[cumulative > 2 / 3]] = True
+    return popular, rare
+
+
+def embedding_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for name, p in model.named_parameters()
+               if name.startswith(("user_embedding.", "item_embedding.")))
+
+
+def run_one(recipe: str, overrides: list[str], data, groups) -> dict:
+    cfg = load_recipe(recipe, overrides)
+    torch.set_num_threads(cfg.train.threads or 1)
+    seed_everything(cfg.train.seed)
+    model = build_model(cfg, data)
+    evaluator = build_evaluator(cfg, data)
+    t = cfg.train
+    trainer = Trainer(model, optimizer_factory(t.optimizer, t.lr, t.weight_decay), build_batches(cfg, data),
+                      evaluator, epochs=t.epochs, monitor=cfg.monitor[0], mode=cfg.monitor[1], patience=t.patience,
+                      progress=False)
+    started = time.perf_counter()
+    result = trainer.fit()
+    seconds = time.perf_counter() - started
+    row = {"recipe": recipe, "overrides": overrides, "seed": t.seed, "alpha": cfg.embedding.alpha,
+           "budget": cfg.embedding.budget, "best_epoch": result.best_epoch, "epochs_run": result.metrics["epochs_run"],
+           "seconds": seconds, "val_mse": result.metrics["val_rmse"] ** 2, "test_mse": result.metrics["test_rmse"] ** 2,
+           "embedding_parameters": embedding_parameters(model),
+           "model_parameters": sum(p.numel() for p in model.parameters())}
+    for name in ("user_embedding", "item_embedding"):
+        row[f"{name}_dims"] = list(getattr(getattr(model, name), "block_dims", [getattr(model, name).embedding_dim]))
+    row["base_dim"] = model.user_embedding.embedding_dim
+    popular, rare = groups
+    for split in ("train", "test"):
+        predictions = evaluator.predict(model, split).double()
+        target = evaluator.splits[split]["rating"].double()
+        items = evaluator.splits[split]["item"].numpy()
+        for group, mask in (("popular", popular), ("rare", rare)):
+            keep = torch.from_numpy(mask[items])
+            row[f"{split}_mse_{group}"] = float((predictions[keep] - target[keep]).pow(2).mean())
+            row[f"{split}_n_{group}"] = int(keep.sum())
+    return row
+
+
+def load_done(path: Path) -> dict[tuple, dict]:
+    """Runs already finished by an earlier, interrupted invocation (one JSON object per line)."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                done[(row["budget"], row["alpha"], row["seed"])] = row
+    return done
+
+
+def ordered_alphas(alphas: list[float]) -> list[float]:
+    """0 and the paper's recommended 0.3 first, so interrupted sweeps still hold complete curves to compare."""
+    first = [a for a in (0.0, 0.3) if a in alphas]
+    return first + [a for a in alphas if a not in first]
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Mean and std over seeds of every numeric column, per (budget, alpha)."""
+    keys = sorted({(r["budget"], r["alpha"]) for r in rows})
+    out = []
+    for budget, alpha in keys:
+        group = [r for r in rows if r["budget"] == budget and r["alpha"] == alpha]
+        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group]}
+        for key in ("test_mse", "val_mse", "test_mse_popular", "test_mse_rare", "train_mse_popular",
+                    "train_mse_rare", "embedding_parameters", "model_parameters", "seconds", "best_epoch"):
+            values = np.array([r[key] for r in group], dtype=np.float64)
+            entry[key] = float(values.mean())
+            entry[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        entry["user_dims"], entry["item_dims"] = group[0]["user_embedding_dims"], group[0]["item_embedding_dims"]
+        out.append(entry)
+    return out
+
+
+def efficiency(summary: list[dict]) -> dict:
+    """The paper's parameter-efficiency reading: the best uniform (alpha 0) mean test MSE, and the smallest
+    mixed-dimension configuration (alpha > 0) whose mean test MSE is at least as good, with the parameter ratio."""
+    uniform = [e for e in summary if e["alpha"] == 0]
+    best = min(uniform, key=lambda e: e["test_mse"])
+    matching = [e for e in summary if e["alpha"] > 0 and e["test_mse"] <= best["test_mse"]]
+    out = {"best_uniform": {k: best[k] for k in ("budget", "test_mse", "test_mse_std", "embedding_parameters")}}
+    if matching:
+        smallest = min(matching, key=lambda e: e["embedding_parameters"])
+        out["smallest_md_matching"] = {k: smallest[k] for k in ("budget", "alpha", "test_mse", "test_mse_std",
+                                                                 "embedding_parameters")}
+        out["parameter_ratio"] = smallest["embedding_parameters"] / best["embedding_parameters"]
+    per_budget = []
+    for budget in sorted({e["budget"] for e in summary}):
+        at = [e for e in summary if e["budget"] == budget]
+        base = [e for e in at if e["alpha"] == 0]
+        md = [e for e in at if e["alpha"] > 0]
+        if base and md:
+            top = min(md, key=lambda e: e["test_mse"])
+            per_budget.append({"budget": budget, "uniform_test_mse": base[0]["test_mse"],
+                               "uniform_std": base[0]["test_mse_std"], "best_alpha": top["alpha"],
+                               "md_test_mse": top["test_mse"], "md_std": top["test_mse_std"]})
+    out["per_budget"] = per_budget
+    return out
+
+
+def efficiency_markdown(eff: dict) -> str:
+    b = eff["best_uniform"]
+    lines = [f"Best uniform: budget {b['budget']:.0f}, {b['embedding_parameters']:.0f} embedding parameters, "
+             f"test MSE {b['test_mse']:.4f} ± {b['test_mse_std']:.4f}."]
+    if "smallest_md_matching" in eff:
+        m = eff["smallest_md_matching"]
+        lines.append(f"Smallest MD configuration at least as good: alpha {m['alpha']:.1f}, budget {m['budget']:.0f}, "
+                     f"{m['embedding_parameters']:.0f} embedding parameters ({eff['parameter_ratio']:.2f}x the "
+                     f"uniform's), test MSE {m['test_mse']:.4f} ± {m['test_mse_std']:.4f}.")
+    else:
+        lines.append("No MD configuration (alpha > 0) reached the best uniform mean test MSE.")
+    lines += ["", "| budget | uniform test MSE | best alpha | MD test MSE |", "|---|---|---|---|"]
+    for r in eff["per_budget"]:
+        lines.append(f"| {r['budget']:.0f} | {r['uniform_test_mse']:.4f} ± {r['uniform_std']:.4f} | "
+                     f"{r['best_alpha']:.1f} | {r['md_test_mse']:.4f} ± {r['md_std']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown(summary: list[dict], title: str) -> str:
+    lines = [f"### {title}", "",
+             "| budget (rows) | alpha | emb. params | model params | test MSE | popular-third MSE | rare-third MSE | "
+             "item dims |", "|---|---|---|---|---|---|---|---|"]
+    for e in summary:
+        lines.append(
+            f"| {e['budget']:.0f} | {e['alpha']:.1f} | {e['embedding_parameters']:.0f} | {e['model_parameters']:.0f} "
+            f"| {e['test_mse']:.4f} ± {e['test_mse_std']:.4f} | {e['test_mse_popular']:.4f} ± "
+            f"{e['test_mse_popular_std']:.4f} | {e['test_mse_rare']:.4f} ± {e['test_mse_rare_std']:.4f} | "
+            f"{e['item_dims']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: list[dict], fixed_budget: float | None, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    alphas = sorted({e["alpha"] for e in summary})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
+    for alpha, color in zip(alphas, colors):
+        entries = sorted((e for e in summary if e["alpha"] == alpha), key=lambda e: e["embedding_parameters"])
+        x = [e["embedding_parameters"] for e in entries]
+        axes[0].errorbar(x, [e["test_mse"] for e in entries], yerr=[e["test_mse_std"] for e in entries],
+                         color=color, marker="o", label=f"alpha={alpha:.1f}", capsize=2)
+        axes[1].plot(x, [e["test_mse_popular"] for e in entries], color=color, marker="o", label=f"alpha={alpha:.1f}")
+        axes[1].plot(x, [e["test_mse_rare"] for e in entries], color=color, marker="x", linestyle="--")
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("embedding parameters (rows + projections)")
+    axes[0].set_ylabel("test MSE")
+    axes[0].set_title(f"{title}: test MSE vs parameters")
+    axes[0].legend(fontsize=8)
+    axes[1].set_ylabel("test MSE")
+    axes[1].set_title("popular third (solid) / rare third (dashed) of items")
+    if fixed_budget is not None:
+        fixed = sorted((e for e in summary if e["budget"] == fixed_budget), key=lambda e: e["alpha"])
+        a = [e["alpha"] for e in fixed]
+        axes[2].plot(a, [e["test_mse_popular"] for e in fixed], "r-o", label="popular, test")
+        axes[2].plot(a, [e["train_mse_popular"] for e in fixed], "r--o", label="popular, train")
+        axes[2].plot(a, [e["test_mse_rare"] for e in fixed], "b-o", label="rare, test")
+        axes[2].plot(a, [e["train_mse_rare"] for e in fixed], "b--o", label="rare, train")
+        axes[2].set_xlabel("alpha")
+        axes[2].set_ylabel("MSE")
+        axes[2].set_title(f"train vs test at budget {fixed_budget:.0f}")
+        axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=["mf", "ncf"], default="mf")
+    parser.add_argument("--budget-dims", type=float, nargs="+", default=[1, 2, 4, 8, 16, 32],
+                        help="budgets as uniform-equivalent dimensions: budget = dim * (users + items)")
+    parser.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--fixed-budget-dim", type=float, default=None)
+    parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
+    parser.add_argument("--out", required=True, help="output prefix (writes .json, .md, .png)")
+    args = parser.parse_args(argv)
+    recipe = f"md-{args.model}"
+    base = ["train.progress=false", "train.threads=1", *args.set]
+    data = prepare_data(load_recipe(recipe, base))
+    train = data.part("train")
+    rows_total = data.ratings.num_users + data.ratings.num_items
+    groups = popularity_thirds(train.items, data.ratings.num_items)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
+    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    done = load_done(runs_path)
+    rows = []
+    for alpha in ordered_alphas(args.alphas):
+        for dim in args.budget_dims:
+            budget = dim * rows_total
+            if alpha > 0 and budget <= rows_total:
+                continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
+            for seed in range(args.seeds):
+                done.update(load_done(runs_path))  # another process may have finished it meanwhile
+                if (budget, alpha, seed) in done:
+                    rows.append(done[(budget, alpha, seed)])
+                    continue
+                overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
+                                    f"train.seed={seed}"]
+                row = run_one(recipe, overrides, data, groups)
+                rows.append(row)
+                with runs_path.open("a") as handle:
+                    handle.write(json.dumps(row) + "\n")
+                print(f"budget {budget:.0f} alpha {alpha} seed {seed}: test MSE {row['test_mse']:.4f} "
+                      f"({row['embedding_parameters']} emb. params, {row['seconds']:.1f} s)", flush=True)
+    summary = summarise(rows)
+    fixed = args.fixed_budget_dim * rows_total if args.fixed_budget_dim is not None else None
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+               "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1, "gpu": None}
+    eff = efficiency(summary)
+    record = {"command": command, "machine": machine, "dataset": "ml-100k (split seed 0, 80/10/10 random)",
+              "recipe": recipe, "rows": rows, "summary": summary, "efficiency": eff,
+              "groups": {"popular_items": int(groups[0].sum()), "rare_items": int(groups[1].sum())}}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    title = f"{args.model.upper()} on MovieLens-100k"
+    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title) + "\n"
+                                      + efficiency_markdown(eff))
+    plot(summary, fixed, out.with_suffix(".png"), title)
+    print(markdown(summary, title))
+    print(efficiency_markdown(eff))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

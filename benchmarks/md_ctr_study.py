@@ -1,0 +1,204 @@
+"""Mixed-dimension embeddings for CTR prediction on real tables (mixed-dimension-embeddings.txt, Fig. 2 and 8).
+
+DLRM (``ctr-*`` recipes) with one embedding per categorical field, sized by Alg. 1 from measured training
+frequencies (one block per field, Sec. III) under a sweep of parameter budgets and temperatures. For every
+(dataset, budget, alpha, seed) it records the test log-loss, accuracy and AUC at the best validation epoch,
+exact parameter counts (embeddings incl. projections, and the whole model, as the paper counts) and the
+per-epoch history, from which the training time to reach a target validation log-loss is computed.
+
+Example:
+    python benchmarks/md_ctr_study.py --dataset adult --budget-dims 1 2 8 --alphas 0 0.1 0.2 0.3 0.4 0.5 \
+        --seeds 3 --out docs/results/mixed-dimension-ctr-adult
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from embreg.recipes import load_recipe
+from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
+from embreg.train.optim import optimizer_factory
+from embreg.train.seeding import seed_everything
+from embreg.train.trainer import Trainer
+
+RECIPES = {"adult": "md-ctr-adult", "ml-100k-ctr": "md-ctr-ml100k"}
+
+
+def run_one(recipe: str, overrides: list[str], data) -> dict:
+    cfg = load_recipe(recipe, overrides)
+    torch.set_num_threads(cfg.train.threads or 1)
+    seed_everything(cfg.train.seed)
+    model = build_model(cfg, data)
+    t = cfg.train
+    trainer = Trainer(model, optimizer_factory(t.optimizer, t.lr, t.weight_decay), build_batches(cfg, data),
+                      build_evaluator(cfg, data), epochs=t.epochs, monitor="val_logloss", mode="min",
+                      patience=t.patience, progress=False)
+    started = time.perf_counter()
+    result = trainer.fit()
+    emb = [p.numel() for n, p in model.named_parameters() if n.startswith(("embeddings.", "bag_embeddings."))]
+    dims = [list(getattr(m, "block_dims", None) or getattr(getattr(m, "embedding", m), "block_dims", None)
+                 or [m.embedding_dim]) for m in [*model.embeddings, *model.bag_embeddings]]
+    return {"overrides": overrides, "seed": t.seed, "alpha": cfg.embedding.alpha, "budget": cfg.embedding.budget,
+            "seconds": time.perf_counter() - started, "best_epoch": result.best_epoch,
+            "embedding_parameters": sum(emb), "model_parameters": sum(p.numel() for p in model.parameters()),
+            "base_dim": model.dim, "field_dims": [d[0] for d in dims],
+            **{k: v for k, v in result.metrics.items() if k.startswith(("test_", "val_"))},
+            "history": [{"epoch": h["epoch"], "seconds": h["seconds"], "val_logloss": h["val_logloss"]}
+                        for h in result.history]}
+
+
+def time_to_target(history: list[dict], target: float) -> float | None:
+    """Training seconds (sum of epoch times) until the validation log-loss first reaches ``target``."""
+    elapsed = 0.0
+    for h in history:
+        elapsed += h["seconds"]
+        if h["val_logloss"] <= target:
+            return elapsed
+    return None
+
+
+def load_done(path: Path) -> dict[tuple, dict]:
+    """Runs already finished by an earlier, interrupted invocation (one JSON object per line)."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                done[(row["budget"], row["alpha"], row["seed"])] = row
+    return done
+
+
+def ordered_alphas(alphas: list[float]) -> list[float]:
+    """0 and the paper's recommended 0.3 first, so interrupted sweeps still hold complete curves to compare."""
+    first = [a for a in (0.0, 0.3) if a in alphas]
+    return first + [a for a in alphas if a not in first]
+
+
+def summarise(rows: list[dict], target: float) -> list[dict]:
+    out = []
+    for budget, alpha in sorted({(r["budget"], r["alpha"]) for r in rows}):
+        group = [r for r in rows if r["budget"] == budget and r["alpha"] == alpha]
+        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group],
+                 "field_dims": group[0]["field_dims"], "base_dim": group[0]["base_dim"]}
+        for key in ("test_logloss", "test_accuracy", "test_auc", "val_logloss", "embedding_parameters",
+                    "model_parameters", "seconds"):
+            values = np.array([r[key] for r in group], dtype=np.float64)
+            entry[key] = float(values.mean())
+            entry[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        reached = [time_to_target(r["history"], target) for r in group]
+        entry["time_to_target"] = [None if s is None else round(s, 2) for s in reached]
+        out.append(entry)
+    return out
+
+
+def markdown(summary: list[dict], title: str, target: float) -> str:
+    lines = [f"### {title}", "", f"time to target: training seconds until the validation log-loss first reaches "
+             f"{target:.4f}, per seed (— = never)", "",
+             "| budget (rows) | alpha | emb. params | model params | test log-loss | test accuracy | test AUC | "
+             "time to target (s) | field dims |", "|---|---|---|---|---|---|---|---|---|"]
+    for e in summary:
+        ttt = ", ".join("—" if s is None else f"{s:.1f}" for s in e["time_to_target"])
+        lines.append(f"| {e['budget']:.0f} | {e['alpha']:.1f} | {e['embedding_parameters']:.0f} | "
+                     f"{e['model_parameters']:.0f} | {e['test_logloss']:.4f} ± {e['test_logloss_std']:.4f} | "
+                     f"{e['test_accuracy']:.4f} ± {e['test_accuracy_std']:.4f} | {e['test_auc']:.4f} ± "
+                     f"{e['test_auc_std']:.4f} | {ttt} | {e['field_dims']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    alphas = sorted({e["alpha"] for e in summary})
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for alpha, color in zip(alphas, colors):
+        entries = sorted((e for e in summary if e["alpha"] == alpha), key=lambda e: e["model_parameters"])
+        x = [e["model_parameters"] for e in entries]
+        for ax, key in zip(axes, ("test_logloss", "test_accuracy")):
+            ax.errorbar(x, [e[key] for e in entries], yerr=[e[key + "_std"] for e in entries], color=color,
+                        marker="o", capsize=2, label=f"alpha={alpha:.1f}")
+    for ax, name in zip(axes, ("test log-loss", "test accuracy")):
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("model parameters (all, as the paper counts)")
+        ax.set_ylabel(name)
+        ax.set_title(f"{title}: {name}")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", choices=sorted(RECIPES), required=True)
+    parser.add_argument("--budget-dims", type=float, nargs="+", default=[1, 2, 8])
+    parser.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--target-slack", type=float, default=0.005,
+                        help="target = best mean validation log-loss of the uniform (alpha 0) runs + this slack")
+    parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    recipe = RECIPES[args.dataset]
+    base = ["train.progress=false", "train.threads=1", *args.set]
+    data = prepare_data(load_recipe(recipe, base))
+    rows_total = sum(data.table.cardinalities) + sum(data.table.bag_cardinalities)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
+    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    done = load_done(runs_path)
+    rows = []
+    for alpha in ordered_alphas(args.alphas):
+        for dim in args.budget_dims:
+            budget = dim * rows_total
+            if alpha > 0 and budget <= rows_total:
+                continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
+            for seed in range(args.seeds):
+                done.update(load_done(runs_path))  # another process may have finished it meanwhile
+                if (budget, alpha, seed) in done:
+                    rows.append(done[(budget, alpha, seed)])
+                    continue
+                overrides = base + [f"embedding.alpha={alpha}", f"embedding.budget={budget}", f"train.seed={seed}"]
+                row = run_one(recipe, overrides, data)
+                rows.append(row)
+                with runs_path.open("a") as handle:
+                    handle.write(json.dumps(row) + "\n")
+                print(f"{args.dataset} budget {budget:.0f} alpha {alpha} seed {seed}: test log-loss "
+                      f"{row['test_logloss']:.4f} acc {row['test_accuracy']:.4f} ({row['model_parameters']} params, "
+                      f"{row['seconds']:.1f} s)", flush=True)
+    uniform = {}
+    for r in rows:
+        if r["alpha"] == 0:
+            uniform.setdefault(r["budget"], []).append(r["val_logloss"])
+    target = min(float(np.mean(v)) for v in uniform.values()) + args.target_slack
+    summary = summarise(rows, target)
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+               "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1, "gpu": None,
+               "note": "shared 2-core machine with other jobs running: times are indicative"}
+    record = {"command": command, "machine": machine, "dataset": args.dataset, "recipe": recipe,
+              "rows_total": rows_total, "target_val_logloss": target, "rows": rows, "summary": summary}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    title = f"DLRM on {args.dataset}"
+    table = markdown(summary, title, target)
+    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + table)
+    plot(summary, out.with_suffix(".png"), title)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""Speed and memory of MixedDimensionEmbedding against nn.Embedding on CPU (mixed-dimension-embeddings.txt, Sec. V).
+
+Speed: forward + backward time of one batch of ids drawn from a Zipf-like popularity over the rows, for
+
+* ``uniform@D``   nn.Embedding(N, D), the same base dimension as the MD layer,
+* ``md``          MixedDimensionEmbedding sized by Alg. 1 from base dimension D (k equal-mass blocks, Alg. 3),
+* ``uniform@eq``  nn.Embedding(N, d_eq) with d_eq = round(MD parameters / N): the same parameter budget,
+
+with dense gradients and with sparse gradients. Each step ends with the gradients released (``grad = None``), as
+an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
+``--warmup`` untimed ones, configurations taken in turn. Memory: bytes of parameters, buffers (the MD index map)
+and Adam state after one real Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
+
+Example:
+    python benchmarks/md_speed.py --rows 100000 1000000 --memory-rows 10000000 --out docs/results/mixed-dimension-speed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from embreg.embeddings import md_embedding, memory_report
+
+
+def zipf_counts(rows: int, exponent: float) -> torch.Tensor:
+    """SYNTHETIC query counts: row r (1-based rank, shuffled ids) gets 1e9 * r^-exponent."""
+    counts = 1e9 * torch.arange(1, rows + 1, dtype=torch.float64) ** -exponent
+    return counts[torch.randperm(rows, generator=torch.Generator().manual_seed(0))]
+
+
+def sample_ids(counts: torch.Tensor, size: int, seed: int) -> torch.Tensor:
+    cdf = torch.cumsum(counts / counts.sum(), 0)
+    u = torch.rand(size, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.searchsorted(cdf, u).clamp_max(counts.numel() - 1)
+
+
+def step(module: nn.Module, ids: torch.Tensor) -> None:
+    module(ids).sum().backward()
+    for p in module.parameters():
+        p.grad = None
+
+
+def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int
+                 ) -> dict[str, list[float]]:
+    times = {name: [] for name in modules}
+    for r in range(warmup + reps):
+        ids = batches[r % len(batches)]
+        for name, module in modules.items():
+            started = time.perf_counter()
+            step(module, ids)
+            if r >= warmup:
+                times[name].append(time.perf_counter() - started)
+    return times
+
+
+def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int
+          ) -> list[dict]:
+    counts = zipf_counts(rows, exponent)
+    batches = [sample_ids(counts, batch, seed) for seed in range(8)]
+    out = []
+    for sparse in (False, True):
+        torch.manual_seed(0)
+        md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
+        eq_dim = max(1, round(md.num_parameters / rows))
+        modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
+                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse)}
+        times = time_configs(modules, batches, reps, warmup)
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        for name, module in modules.items():
+            out.append({"rows": rows, "base_dim": dim, "batch": batch, "sparse": sparse, "layer": name,
+                        "parameters": sum(p.numel() for p in module.parameters()),
+                        "dims": list(getattr(module, "block_dims", [module.embedding_dim])),
+                        "median_s": medians[name], "ids_per_s": batch / medians[name], "times_s": times[name]})
+        md_rate = batch / medians["md"]
+        out[-2]["vs_same_base_dim"] = md_rate / (batch / medians[f"uniform@{dim}"])
+        out[-2]["vs_same_budget"] = md_rate / (batch / medians[f"uniform@{eq_dim}"])
+    return out
+
+
+def memory(rows: int, dim: int, alpha: float, blocks: int, exponent: float) -> list[dict]:
+    counts = zipf_counts(rows, exponent)
+    ids = sample_ids(counts, 4096, 0)
+    out = []
+    for name in ("md", f"uniform@{dim}"):
+        torch.manual_seed(0)
+        if name == "md":
+            module = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim)
+        else:
+            module = nn.Embedding(rows, dim)
+        optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
+        module(ids).sum().backward()
+        optimizer.step()
+        report = memory_report(module, optimizer)
+        report.update({"layer": name, "rows": rows, "base_dim": dim,
+                       "dims": list(getattr(module, "block_dims", [dim]))})
+        out.append(report)
+        del module, optimizer
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=4096)
+    parser.add_argument("--alpha", type=float, default=0.3)
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--exponent", type=float, default=1.05)
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--memory-rows", type=int, default=10_000_000)
+    parser.add_argument("--memory-dim", type=int, default=32)
+    parser.add_argument("--out", required=True, help="output prefix (.json, .md)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    results = {"speed": [], "memory": []}
+    for rows in args.rows:
+        results["speed"].extend(speed(rows, args.dim, args.batch, args.alpha, args.blocks, args.exponent,
+                                      args.reps, args.warmup))
+    if args.memory_rows:
+        results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    results["command"] = command
+    results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                          "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
+                          "note": "shared 2-core machine, other jobs running (nice 15)"}
+    lines = [f"<!-- generated by: {command} -->", "", "| rows | grad | layer | params | dims | ids/s (median) | "
+             "MD vs same base dim | MD vs same budget |", "|---|---|---|---|---|---|---|---|"]
+    for r in results["speed"]:
+        dims = r["dims"] if len(r["dims"]) <= 8 else r["dims"][:8] + ["..."]
+        ratio1 = f"{r['vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""
+        ratio2 = f"{r['vs_same_budget']:.2f}x" if "vs_same_budget" in r else ""
+        grad = "sparse" if r["sparse"] else "dense"
+        lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | "
+                     f"{dims} | {r['ids_per_s'] / 1e6:.2f} M | {ratio1} | {ratio2} |")
+    if results["memory"]:
+        lines += ["", "| layer | rows | dims | parameters | parameter bytes | buffer bytes | Adam state bytes "
+                  "| total |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for m in results["memory"]:
+            lines.append(f"| {m['layer']} | {m['rows']:,} | {m['dims']} | {m['parameters']:,} | "
+                         f"{m['parameter_bytes']:,} | {m['buffer_bytes']:,} | {m['optimizer_bytes']:,} | "
+                         f"{m['total_bytes']:,} |")
+    table = "\n".join(lines) + "\n"
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    out.with_suffix(".md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

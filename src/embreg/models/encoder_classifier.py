@@ -1,0 +1,164 @@
+"""A pretrained encoder with a fresh classification or regression head, following embreg's model protocol.
+
+``EncoderClassifier(encoder, num_labels)`` wraps a Hugging Face BERT-family encoder (``BertModel``, ...): the
+forward pass runs the encoder on ``batch["input_ids"]`` / ``["attention_mask"]`` (/ ``["token_type_ids"]``),
+pools its last states, applies dropout and a linear head initialised N(0, 0.02^2) with zero bias (as in
+lnsr-noise-stability-bert.txt, Appendix A), and returns every hidden state ``h_0..h_L`` in ``output.hidden`` for
+the noise-stability regularisers. ``loss`` is cross-entropy (classification) or mean squared error (regression,
+``num_labels == 1``). Padding columns that no example of a batch uses are cut before the encoder runs, so a batch
+costs what its longest text costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from embreg.errors import ConfigError
+from embreg.models.hidden_states import hidden_states_dict
+from embreg.models.output import ModelOutput
+
+__all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
+
+TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def encode_texts(tokenizer: Any, texts: Sequence[str], max_length: int) -> dict[str, torch.Tensor]:
+    """Tokenise ``texts`` into padded int64 tensors ``(N, T)`` with ``T <= max_length`` (longest text, truncated).
+
+    Args:
+        tokenizer: a Hugging Face (fast) tokenizer.
+        texts: the texts.
+        max_length: tokens per text including ``[CLS]`` and ``[SEP]`` (>= 2).
+
+    Returns:
+        ``{"input_ids", "attention_mask"[, "token_type_ids"]}``.
+    """
+    if max_length < 2:
+        raise ConfigError(f"max_length={max_length} must be >= 2 (room for [CLS] and [SEP])")
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="pt")
+    return {k: encoded[k].long() for k in TEXT_KEYS if k in encoded}
+
+
+def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch with the trailing token columns that are padding in every row removed (right padding).
+
+    Example:
+        >>> b = {"input_ids": torch.tensor([[5, 6, 0], [7, 0, 0]]),
+        ...      "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
+        >>> trim_padding(b)["input_ids"].tolist()
+        [[5, 6], [7, 0]]
+    """
+    mask = batch["attention_mask"]
+    length = int(mask.sum(dim=1).max().item()) if mask.numel() else 0
+    if length == mask.shape[1]:
+        return batch
+    return {k: (v[:, :max(length, 1)] if k in TEXT_KEYS else v) for k, v in batch.items()}
+
+
+class EncoderClassifier(nn.Module):
+    """Encoder + pooling + dropout + linear head; ``forward(batch) -> ModelOutput`` with all hidden states.
+
+    Args:
+        encoder: a Hugging Face BERT-family encoder (has ``embeddings``, ``encoder.layer``, ``config``).
+        num_labels: classes (>= 2), or 1 for regression.
+        pooling: ``"mean"`` (mean of the non-padding token states; how all-MiniLM-L6-v2 was trained) or ``"cls"``
+            (the encoder's pooler on ``[CLS]`` when it has one, else the ``[CLS]`` state; BERT's recipe).
+        dropout: dropout before the head (``None``: the encoder's ``hidden_dropout_prob``).
+        init_std: standard deviation of the head's normal initialisation.
+
+    Shapes: ``batch["input_ids"]`` ``(B, T)``; predictions ``(B, C)`` logits, or ``(B,)`` for regression; hidden
+    states ``(B, T', D)`` with ``T' <= T`` after padding is trimmed.
+
+    Example:
+        >>> from transformers import BertConfig, BertModel
+        >>> cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+        ...                  intermediate_size=16)
+        >>> model = EncoderClassifier(BertModel(cfg), num_labels=3)
+        >>> batch = {"input_ids": torch.tensor([[2, 5, 3, 0]]), "attention_mask": torch.tensor([[1, 1, 1, 0]]),
+        ...          "labels": torch.tensor([1])}
+        >>> out = model(batch)
+        >>> out.predictions.shape, len(out.hidden), model.loss(batch, out).dim()
+        (torch.Size([1, 3]), 3, 0)
+    """
+
+    def __init__(self, encoder: nn.Module, num_labels: int, *, pooling: Literal["mean", "cls"] = "mean",
+                 dropout: float | None = None, init_std: float = 0.02) -> None:
+        super().__init__()
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ConfigError(f"num_labels={num_labels!r} must be an int >= 1 (1 means regression)")
+        if pooling not in ("mean", "cls"):
+            raise ConfigError(f"pooling={pooling!r} must be 'mean' or 'cls'")
+        config = getattr(encoder, "config", None)
+        hidden_size = getattr(config, "hidden_size", None)
+        if hidden_size is None or not isinstance(getattr(getattr(encoder, "encoder", None), "layer", None),
+                                                 nn.ModuleList):
+            raise ConfigError(f"{type(encoder).__name__} is not a BERT-family encoder (needs config.hidden_size and "
+                              "encoder.layer)")
+        p = float(getattr(config, "hidden_dropout_prob", 0.1)) if dropout is None else dropout
+        if not 0 <= p < 1:
+            raise ConfigError(f"dropout={p} is outside [0, 1)")
+        if init_std <= 0:
+            raise ConfigError(f"init_std={init_std} must be > 0")
+        self.encoder = encoder
+        self.num_labels = num_labels
+        self.pooling = pooling
+        self.dropout = nn.Dropout(p)
+        self.head = nn.Linear(hidden_size, num_labels)
+        nn.init.normal_(self.head.weight, std=init_std)
+        nn.init.zeros_(self.head.bias)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.encoder.encoder.layer)
+
+    def pool(self, last_hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """``(B, T, D) -> (B, D)`` by the configured pooling."""
+        if self.pooling == "cls":
+            pooler = getattr(self.encoder, "pooler", None)
+            return pooler(last_hidden) if pooler is not None else last_hidden[:, 0]
+        if attention_mask is None:
+            return last_hidden.mean(dim=1)
+        weights = attention_mask[:, :last_hidden.shape[1]].to(last_hidden.dtype).unsqueeze(-1)
+        return (last_hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+    def predict_from_hidden(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The head on the last layer's states: logits ``(B, C)`` or regression outputs ``(B,)``."""
+        logits = self.head(self.dropout(self.pool(last_hidden, batch.get("attention_mask"))))
+        return logits.squeeze(-1) if self.is_regression else logits
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
+        batch = trim_padding(batch)
+        inputs = {k: batch[k] for k in TEXT_KEYS if k in batch}
+        out = self.encoder(**inputs, output_hidden_states=True, return_dict=True)
+        states = out.hidden_states
+        predictions = self.predict_from_hidden(states[-1], batch)
+        return ModelOutput(predictions, hidden_states_dict(states))
+
+    def loss(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> torch.Tensor:
+        """Cross-entropy against ``batch["labels"]`` (class ids), or MSE against float targets."""
+        labels = batch["labels"]
+        if self.is_regression:
+            return F.mse_loss(output.predictions, labels.to(output.predictions.dtype))
+        return F.cross_entropy(output.predictions, labels.long())
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, num_labels: int, **kwargs: Any) -> tuple[EncoderClassifier, Any]:
+        """``(EncoderClassifier, tokenizer)`` for a registry name (``"all-minilm-l6-v2"``) or a local checkpoint.
+
+        Example:
+            >>> model, tokenizer = EncoderClassifier.from_pretrained("all-minilm-l6-v2", 2)  # doctest: +SKIP
+        """
+        from embreg.models.pretrained import load_pretrained
+
+        encoder, tokenizer = load_pretrained(name_or_path)
+        return cls(encoder, num_labels, **kwargs), tokenizer

@@ -1,0 +1,81 @@
+"""Choosing a model's dropout sites and their coefficients by name.
+
+A model that supports the analytic dropout regularisers implements
+``dropout_sites(batch, output) -> {name: DropoutSite}`` for the tensors of ``output``'s forward pass (see
+:class:`embreg.models.LSTMLanguageModel`). Names may be selected exactly (``"hidden.0"``) or by group, the part
+before the first dot (``"hidden"`` selects ``hidden.0``, ``hidden.1``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from torch import nn
+
+from embreg.errors import EmbregError
+from embreg.nn.dropout_sites import DropoutSite
+
+SiteStructure = Literal["element", "model"]
+Coefficients = float | Mapping[str, float]
+
+
+def resolve_names(available: Iterable[str], requested: Iterable[str] | None) -> list[str]:
+    """The site names ``requested`` selects among ``available`` (all of them when ``requested`` is None).
+
+    Raises:
+        EmbregError: a requested name or group matches no site (the message lists the model's sites).
+
+    Example:
+        >>> resolve_names(["input", "hidden.0", "hidden.1", "output"], ["hidden", "output"])
+        ['hidden.0', 'hidden.1', 'output']
+    """
+    names = list(available)
+    if requested is None:
+        return names
+    chosen: list[str] = []
+    for key in requested:
+        matches = [n for n in names if n == key or n.split(".", 1)[0] == key]
+        if not matches:
+            raise EmbregError(f"site {key!r} is not in the model; its dropout sites are {names} "
+                              f"(a group name such as 'hidden' selects every 'hidden.<i>')")
+        chosen.extend(m for m in matches if m not in chosen)
+    return [n for n in names if n in chosen]
+
+
+def per_site(value: Coefficients, names: list[str]) -> dict[str, float]:
+    """Expands a number, or a mapping from names/groups to numbers, to ``{site: value}`` for ``names``.
+
+    A mapping must give a value for every selected site; exact names take precedence over groups.
+
+    Example:
+        >>> per_site({"hidden": 0.5, "output": 1.0}, ["hidden.0", "output"])
+        {'hidden.0': 0.5, 'output': 1.0}
+    """
+    if not isinstance(value, Mapping):
+        return {name: float(value) for name in names}
+    out: dict[str, float] = {}
+    for name in names:
+        if name in value:
+            out[name] = float(value[name])
+        elif name.split(".", 1)[0] in value:
+            out[name] = float(value[name.split(".", 1)[0]])
+        else:
+            raise EmbregError(f"no coefficient for site {name!r}; the mapping has keys {sorted(value)}")
+    unknown = [k for k in value if not any(n == k or n.split(".", 1)[0] == k for n in names)]
+    if unknown:
+        raise EmbregError(f"coefficients for {unknown} match none of the selected sites {names}")
+    return out
+
+
+def model_sites(model: nn.Module, batch: dict, output, structure: SiteStructure) -> dict[str, DropoutSite]:
+    """``model.dropout_sites(batch, output)``, with every site's sharing set to ``"element"`` unless ``"model"``."""
+    if not hasattr(model, "dropout_sites"):
+        raise EmbregError(f"{type(model).__name__} has no dropout_sites(batch, output); the analytic dropout "
+                          "regularisers need a model that names its dropout sites (e.g. LSTMLanguageModel)")
+    if structure not in ("element", "model"):
+        raise EmbregError(f"structure={structure!r} must be 'element' (eq. 4.4) or 'model' (the model's own sharing)")
+    sites: dict[str, DropoutSite] = model.dropout_sites(batch, output)
+    if structure == "element":
+        sites = {name: site.with_structure("element") for name, site in sites.items()}
+    return sites

@@ -1,0 +1,318 @@
+"""Layer stacks: run a model's layers again from layer ``b`` with a perturbed input, and read its clean states.
+
+Noise-stability regularisers (LNSR, R3F, SMART) need two things the plain protocol does not give: the clean hidden
+states of the step's forward pass, and a way to push a perturbed tensor through layers ``b..L`` (and the head).
+A :class:`LayerStack` offers both for one model:
+
+* ``clean_states(output)``: the ``L + 1`` states ``h_0..h_L`` of the clean forward, read from
+  ``output.hidden`` under :func:`hidden_state_key` (``h_0`` is the input of layer 1, ``h_r`` the output of layer
+  ``r``; lnsr-noise-stability-bert.txt, Sec. 3.1 writes ``x^b = h_{b-1}``);
+* ``run(hidden, batch, start)``: the outputs of layers ``start..L`` given the input of layer ``start``;
+* ``predict(last_hidden, batch)``: the model's head on the last layer's output (logits ``(B, C)`` or ``(B,)``).
+
+:func:`layer_stack` finds the stack of a model: the model's own ``layer_stack()`` method (any model of yours, e.g.
+built from a list of blocks with :class:`SequentialStack`); for embreg's :class:`~embreg.models.EncoderClassifier`
+(an ``encoder`` and ``predict_from_hidden``) and for Hugging Face BERT-family classifiers
+(``BertForSequenceClassification``, ``RobertaForSequenceClassification``, ...), :class:`HFEncoderStack`.
+
+:class:`DropoutReplay` lets a second pass through layers ``b..L`` draw exactly the dropout masks the clean pass
+drew there, by saving the random-number state when layer ``b`` starts and restoring it for the replay. A noisy
+pass then differs from the clean one only by the injected noise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from embreg.errors import ConfigError
+from embreg.models.hidden_states import hidden_state_key, hidden_states_dict
+from embreg.models.output import ModelOutput
+
+__all__ = ["LayerStack", "SequentialStack", "HFEncoderStack", "DropoutReplay", "hidden_state_key",
+           "hidden_states_dict", "layer_stack", "check_layer_index"]
+
+Batch = dict[str, torch.Tensor]
+Head = Callable[[torch.Tensor, Batch], torch.Tensor]
+
+
+def check_layer_index(index: int, num_layers: int, name: str = "layer") -> None:
+    """Raises :class:`ConfigError` unless ``1 <= index <= num_layers``."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= num_layers:
+        raise ConfigError(f"{name}={index!r} is outside the model's layer range [1, {num_layers}]")
+
+
+class LayerStack(ABC):
+    """The layers of one model as a list ``1..L`` that can be run from any layer; subclasses say how.
+
+    Subclasses set ``num_layers`` and implement :meth:`layer`, :meth:`run_layer` and :meth:`predict`.
+    """
+
+    num_layers: int
+
+    @abstractmethod
+    def layer(self, index: int) -> nn.Module:
+        """Layer ``index`` (1-based) as a module, e.g. to hook it."""
+
+    @abstractmethod
+    def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Output of layer ``index`` (1-based) for input ``hidden``."""
+
+    @abstractmethod
+    def predict(self, last_hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """The head: predictions from the last layer's output."""
+
+    def run(self, hidden: torch.Tensor, batch: Batch, start: int = 1, stop: int | None = None) -> list[torch.Tensor]:
+        """Outputs of layers ``start..stop`` (default ``L``) given ``hidden``, the input of layer ``start``.
+
+        Args:
+            hidden: the input of layer ``start``, e.g. ``(B, T, D)`` for a transformer.
+            batch: the batch (attention masks and the like).
+            start, stop: 1-based, ``1 <= start <= stop <= L``.
+
+        Returns:
+            ``stop - start + 1`` tensors, the output of each layer in turn.
+        """
+        stop = self.num_layers if stop is None else stop
+        check_layer_index(start, self.num_layers, "start")
+        check_layer_index(stop, self.num_layers, "stop")
+        if stop < start:
+            raise ConfigError(f"stop={stop} must be >= start={start}")
+        outputs = []
+        for index in range(start, stop + 1):
+            hidden = self.run_layer(index, hidden, batch)
+            outputs.append(hidden)
+        return outputs
+
+    def clean_states(self, output: ModelOutput) -> list[torch.Tensor]:
+        """The clean forward's states ``h_0..h_L`` from ``output.hidden``.
+
+        Raises:
+            ConfigError: a state is missing (the model's forward did not return its hidden states).
+        """
+        states = []
+        for index in range(self.num_layers + 1):
+            key = hidden_state_key(index)
+            if key not in output.hidden:
+                raise ConfigError(
+                    f"the model output has no hidden state {key!r} (it has {sorted(output.hidden)}); the forward "
+                    "pass must return all L + 1 hidden states (embreg's EncoderClassifier does; Hugging Face models "
+                    "need output_hidden_states=True, which embreg's HF adapter sets)")
+            states.append(output.hidden[key])
+        return states
+
+
+class SequentialStack(LayerStack):
+    """A stack of blocks each mapping ``h -> h``, with an optional head: the adapter for your own models.
+
+    Args:
+        layers: the blocks in order, layer ``r`` is ``layers[r - 1]``.
+        head: ``h_L -> predictions`` (``None``: the last state itself).
+
+    Example:
+        >>> stack = SequentialStack([nn.Linear(2, 2), nn.Tanh()], head=nn.Linear(2, 1))
+        >>> [t.shape for t in stack.run(torch.zeros(3, 2), {}, start=1)]
+        [torch.Size([3, 2]), torch.Size([3, 2])]
+    """
+
+    def __init__(self, layers: Sequence[nn.Module], head: nn.Module | Callable[[torch.Tensor], torch.Tensor] | None
+                 = None) -> None:
+        if len(layers) == 0:
+            raise ConfigError("a SequentialStack needs at least one layer")
+        self.layers = list(layers)
+        self.head = head
+        self.num_layers = len(self.layers)
+
+    def layer(self, index: int) -> nn.Module:
+        check_layer_index(index, self.num_layers)
+        return self.layers[index - 1]
+
+    def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.layers[index - 1](hidden)
+
+    def predict(self, last_hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return last_hidden if self.head is None else self.head(last_hidden)
+
+
+def _bidirectional_mask(base: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None) -> Any:
+    """The attention mask a Hugging Face encoder layer expects, for either transformers 5 or 4."""
+    if mask is None:
+        return None
+    try:
+        from transformers.masking_utils import create_bidirectional_mask
+    except ImportError:  # transformers 4: additive (B, 1, 1, T) mask
+        return base.get_extended_attention_mask(mask, mask.shape)
+    return create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=mask)
+
+
+class HFEncoderStack(LayerStack):
+    """The layers of a Hugging Face BERT-family encoder (``base.encoder.layer``) with a given head.
+
+    Args:
+        base: the encoder (``BertModel``, ``RobertaModel``, ...): it has ``embeddings`` and ``encoder.layer``.
+        head: ``(h_L (B, T, D), batch) -> predictions``.
+
+    The attention mask is ``batch["attention_mask"]`` cut to the states' length ``T`` (models may trim padding).
+    """
+
+    def __init__(self, base: nn.Module, head: Head) -> None:
+        layers = getattr(getattr(base, "encoder", None), "layer", None)
+        if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+            raise ConfigError(f"{type(base).__name__} has no encoder.layer list; HFEncoderStack needs a BERT-family "
+                              "encoder")
+        self.base = base
+        self.layers = layers
+        self.head = head
+        self.num_layers = len(layers)
+
+    def layer(self, index: int) -> nn.Module:
+        check_layer_index(index, self.num_layers)
+        return self.layers[index - 1]
+
+    def _mask(self, hidden: torch.Tensor, batch: Batch) -> Any:
+        mask = batch.get("attention_mask")
+        if mask is None:
+            return None
+        return _bidirectional_mask(self.base, hidden, mask[:, :hidden.shape[1]])
+
+    def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        out = self.layers[index - 1](hidden, self._mask(hidden, batch))
+        return out[0] if isinstance(out, tuple) else out
+
+    def predict(self, last_hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.head(last_hidden, batch)
+
+
+def _hf_classification_head(model: nn.Module, base: nn.Module) -> Head:
+    """The head of a Hugging Face ``*ForSequenceClassification`` model as ``(h_L, batch) -> logits``."""
+    classifier = getattr(model, "classifier", None)
+    if classifier is None:
+        raise ConfigError(f"{type(model).__name__} has no 'classifier'; give it a layer_stack() method or wrap its "
+                          "encoder in embreg.models.EncoderClassifier")
+    pooler = getattr(base, "pooler", None)
+    dropout = getattr(model, "dropout", None)
+    if pooler is not None and dropout is not None:  # BERT: dropout(pooler(h[:, 0])) -> linear
+        return lambda h, batch: classifier(dropout(pooler(h)))
+    if hasattr(classifier, "out_proj"):  # RoBERTa-style heads take the whole sequence
+        return lambda h, batch: classifier(h)
+    raise ConfigError(f"cannot tell how the head of {type(model).__name__} reads the encoder's states; give it a "
+                      "layer_stack() method")
+
+
+def layer_stack(model: nn.Module) -> LayerStack:
+    """The :class:`LayerStack` of ``model``: its own ``layer_stack()``, or the Hugging Face BERT-family adapter.
+
+    Raises:
+        ConfigError: the model has neither (the message says what a model needs to offer).
+
+    Example:
+        >>> layer_stack(nn.Linear(2, 2))
+        Traceback (most recent call last):
+        ...
+        embreg.errors.ConfigError: Linear has no layer stack: give it a layer_stack() method returning a LayerStack (see SequentialStack), or use a Hugging Face BERT-family model or embreg.models.EncoderClassifier
+    """
+    model = getattr(model, "module", model) if isinstance(getattr(model, "module", None), nn.Module) else model
+    own = getattr(model, "layer_stack", None)
+    if callable(own):
+        return own()
+    if callable(getattr(model, "predict_from_hidden", None)) and isinstance(getattr(model, "encoder", None), nn.Module):
+        return HFEncoderStack(model.encoder, model.predict_from_hidden)  # embreg's EncoderClassifier
+    base = getattr(model, "base_model", None)
+    if isinstance(base, nn.Module) and isinstance(getattr(getattr(base, "encoder", None), "layer", None),
+                                                  nn.ModuleList):
+        head = _hf_classification_head(model, base) if base is not model else (lambda h, batch: h)
+        return HFEncoderStack(base, head)
+    raise ConfigError(
+        f"{type(model).__name__} has no layer stack: give it a layer_stack() method returning a LayerStack (see "
+        "SequentialStack), or use a Hugging Face BERT-family model or embreg.models.EncoderClassifier")
+
+
+class DropoutReplay:
+    """Replays the dropout masks the clean pass drew inside a layer range, for a second (perturbed) pass.
+
+    ``attach(module)`` hooks the first layer of the range: each time it runs in training mode, the random-number
+    state (CPU, and the CUDA device's when the input is there) is saved, keyed by the input tensor. Inside
+    ``with replay.replaying(x):`` the state saved when ``x`` entered the layer (the latest one if ``x`` is not
+    known) is restored, so the same layers drawing dropout masks of the same shapes draw the same masks; on exit
+    the state from before the block returns, so the replay leaves the global stream as it found it.
+
+    Example:
+        >>> layer = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
+        >>> replay = DropoutReplay(); replay.attach(layer)
+        >>> x = torch.ones(2, 3)
+        >>> clean = layer(x)
+        >>> with replay.replaying(x):
+        ...     again = layer(x)
+        >>> torch.equal(clean, again)
+        True
+    """
+
+    _KEEP = 4  # states of the last few passes, so other regularisers' extra passes cannot hide the clean one
+
+    def __init__(self) -> None:
+        self._states: dict[int, tuple[torch.Tensor, torch.device | None, torch.Tensor | None]] = {}
+        self._handle: Any = None
+        self._replaying = False
+
+    @property
+    def attached(self) -> bool:
+        """Whether a layer is hooked."""
+        return self._handle is not None
+
+    @property
+    def has_state(self) -> bool:
+        """Whether a training-mode pass through the hooked layer has been seen."""
+        return bool(self._states)
+
+    def attach(self, module: nn.Module) -> None:
+        """Hook ``module`` (the first layer of the replayed range); a second call moves the hook."""
+        self.detach()
+        self._handle = module.register_forward_pre_hook(self._save)
+
+    def detach(self) -> None:
+        """Remove the hook and forget saved states."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        self._states.clear()
+
+    def _save(self, module: nn.Module, args: tuple) -> None:
+        if not module.training or self._replaying:
+            return
+        tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        device = tensor.device if tensor is not None and tensor.device.type == "cuda" else None
+        cuda_state = torch.cuda.get_rng_state(device) if device is not None else None
+        key = id(tensor)
+        self._states.pop(key, None)
+        self._states[key] = (torch.get_rng_state(), device, cuda_state)
+        while len(self._states) > self._KEEP:
+            self._states.pop(next(iter(self._states)))
+
+    @contextlib.contextmanager
+    def replaying(self, key: torch.Tensor | None = None) -> Iterator[None]:
+        """Within the block, random draws repeat those of the clean pass whose input to the hooked layer was ``key``.
+
+        Raises:
+            ConfigError: no training-mode pass has gone through the hooked layer yet.
+        """
+        if not self._states:
+            raise ConfigError("DropoutReplay has no saved state: the hooked layer has not run in training mode")
+        cpu_state, device, cuda_state = self._states.get(id(key), next(reversed(self._states.values())))
+        saved_cpu = torch.get_rng_state()
+        saved_cuda = torch.cuda.get_rng_state(device) if device is not None else None
+        torch.set_rng_state(cpu_state)
+        if device is not None:
+            torch.cuda.set_rng_state(cuda_state, device)
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
+            torch.set_rng_state(saved_cpu)
+            if device is not None:
+                torch.cuda.set_rng_state(saved_cuda, device)

@@ -1,0 +1,141 @@
+"""MixedDimensionEmbedding: drop-in behaviour, reference lookup (Alg. 2), gradients, sparse mode, bad ids, SSE."""
+
+import pytest
+import torch
+from torch import nn
+
+from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks
+from embreg.errors import EmbregError
+from embreg.sse import SSE, SSEEmbedding
+
+
+def _reference(layer: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
+    """Alg. 2 literally: scan the offsets for each id, then E_i[x - t] @ P_i."""
+    out = []
+    for caller_id in ids.reshape(-1).tolist():
+        x = caller_id if layer.index_map is None else int(layer.index_map[caller_id])
+        i, t = 0, 0
+        while t + layer.block_rows[i] <= x:
+            t += layer.block_rows[i]
+            i += 1
+        block = layer.blocks[i]
+        row = block.weight[x - t]
+        out.append(row if block.projection is None else row @ block.projection)
+    return torch.stack(out).reshape(*ids.shape, layer.embedding_dim)
+
+
+def _layer(**kwargs) -> MixedDimensionEmbedding:
+    torch.manual_seed(0)
+    freq = torch.tensor([50.0, 1, 7, 3, 30, 0, 2, 12, 1, 5, 9, 4])
+    return MixedDimensionEmbedding.from_blocking(equipartition_blocks(freq, 3), [8, 4, 2], 8, **kwargs)
+
+
+def test_matches_the_literal_alg2_reference_on_any_shape():
+    layer = _layer()
+    ids = torch.randint(0, 12, (3, 5, 2))
+    out = layer(ids)
+    assert out.shape == (3, 5, 2, 8)
+    assert torch.allclose(out, _reference(layer, ids), atol=1e-6)
+    assert torch.allclose(layer.materialize(), _reference(layer, torch.arange(12)), atol=1e-6)
+
+
+def test_all_dims_at_base_with_identity_projections_equals_nn_embedding():
+    torch.manual_seed(1)
+    plain = nn.Embedding(20, 6)
+    freq = torch.rand(20)
+    blocking = equipartition_blocks(freq, 4)
+    layer = MixedDimensionEmbedding.from_blocking(blocking, [6, 6, 6, 6], 6)
+    assert all(block.projection is None for block in layer.blocks)
+    with torch.no_grad():
+        table = plain.weight[blocking.permutation]  # rows in blocked order
+        for block, start, stop in zip(layer.blocks, blocking.offsets, blocking.offsets[1:]):
+            block.weight.copy_(table[start:stop])
+    ids = torch.randint(0, 20, (7, 3))
+    assert torch.equal(layer(ids), plain(ids))
+    assert layer.num_parameters == sum(p.numel() for p in plain.parameters()) == layer.uniform_num_parameters
+
+
+def test_gradients_reach_every_block_and_projection():
+    layer = _layer()
+    layer(torch.arange(12)).pow(2).sum().backward()
+    for i, block in enumerate(layer.blocks):
+        assert block.weight.grad is not None and block.weight.grad.abs().sum() > 0, i
+        if block.projection is not None:
+            assert block.projection.grad is not None and block.projection.grad.abs().sum() > 0, i
+    assert sum(block.projection is not None for block in layer.blocks) == 2
+
+
+def test_only_looked_up_rows_get_gradient_and_projection_gradient_is_exact():
+    layer = _layer()
+    ids = torch.tensor([1])  # one rare id
+    position = int(layer.index_map[1])
+    layer(ids).sum().backward()
+    block_index = int(torch.searchsorted(layer.offsets[1:], torch.tensor(position), right=True))
+    block = layer.blocks[block_index]
+    local = position - int(layer.offsets[block_index])
+    rows_with_grad = block.weight.grad.abs().sum(-1).nonzero().flatten().tolist()
+    assert rows_with_grad == [local]
+    if block.projection is not None:
+        expected = block.weight[local].detach().unsqueeze(-1).expand(-1, 8)  # d(sum(e @ P)) / dP = e^T 1
+        assert torch.allclose(block.projection.grad, expected)
+
+
+def test_sparse_gradients_are_sparse_and_equal_the_dense_ones():
+    dense, sparse = _layer(), _layer(sparse=True)
+    ids = torch.tensor([0, 4, 4, 11, 5])
+    dense(ids).pow(2).sum().backward()
+    sparse(ids).pow(2).sum().backward()
+    for d, s in zip(dense.blocks, sparse.blocks):
+        assert s.weight.grad.is_sparse
+        assert torch.allclose(s.weight.grad.to_dense(), d.weight.grad, atol=1e-6)
+        if s.projection is not None:
+            assert not s.projection.grad.is_sparse
+    params = [b.weight for b in sparse.blocks]
+    torch.optim.SparseAdam(params, lr=0.1).step()  # the optimizer sparse tables are meant for
+
+
+def test_parameter_count_is_exact():
+    layer = _layer()
+    assert layer.num_parameters == sum(p.numel() for p in layer.parameters())
+    assert layer.num_parameters == 12 * 0 + sum(n * d for n, d in zip(layer.block_rows, (8, 4, 2))) + 4 * 8 + 2 * 8
+
+
+@pytest.mark.parametrize("bad", [12, -1, 100])
+def test_out_of_range_ids_name_the_value_and_range(bad):
+    with pytest.raises(EmbregError, match=rf"id {bad}; valid ids are in \[0, 11\]"):
+        _layer()(torch.tensor([0, bad]))
+
+
+def test_bad_construction_is_named():
+    with pytest.raises(EmbregError, match=r"block_dims\[1\]=9 is outside the valid range \[1, base_dim=8\]"):
+        MixedDimensionEmbedding([3, 4], [8, 9], 8)
+    with pytest.raises(EmbregError, match="must match"):
+        MixedDimensionEmbedding([3, 4], [8], 8)
+    with pytest.raises(EmbregError, match="permutation"):
+        MixedDimensionEmbedding([2, 2], [4, 2], 4, index_map=torch.tensor([0, 0, 1, 2]))
+    with pytest.raises(EmbregError, match="integer dtype"):
+        _layer()(torch.tensor([0.0]))
+
+
+def test_state_dict_round_trip_keeps_the_index_map():
+    a = _layer()
+    b = MixedDimensionEmbedding(a.block_rows, [8, 4, 2], 8, index_map=torch.arange(12))
+    assert not torch.equal(a(torch.arange(12)), b(torch.arange(12)))
+    b.load_state_dict(a.state_dict())
+    ids = torch.arange(12)
+    assert torch.equal(a(ids), b(ids))
+
+
+def test_sse_wraps_a_mixed_dimension_layer():
+    layer = _layer()
+    wrapped = SSEEmbedding(layer, SSE(12, p=1.0, seed=0))
+    ids = torch.zeros(200, dtype=torch.int64)
+    out = wrapped(ids)
+    assert out.shape == (200, 8)
+    assert not torch.allclose(out, layer(ids))  # every id swapped in training
+    wrapped(ids).sum().backward()
+    # id 0 is alone in the most popular block; with p = 1 it is always swapped away, so that block gets no gradient
+    assert layer.block_rows[0] == 1 and layer.blocks[0].weight.grad is None
+    assert all(block.weight.grad is not None for block in layer.blocks[1:])
+    wrapped.eval()
+    assert torch.equal(wrapped(ids), layer(ids))

@@ -1,0 +1,117 @@
+"""Mixed-dimension, NCF and CTR recipes: schema checks, builders, and unchanged uniform MF/BPR builds."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from embreg.embeddings import MixedDimensionEmbedding
+from embreg.errors import ConfigError
+from embreg.models import NCF, BiasedMF
+from embreg.recipes import list_recipes, load_recipe
+from embreg.recipes.builders import build_model, prepare_data
+from embreg.train.seeding import seed_everything
+
+MD_RECIPES = ["md-mf", "md-ncf", "ncf", "ctr-adult", "md-ctr-adult", "ctr-ml100k", "md-ctr-ml100k", "ctr-synthetic"]
+
+
+def _ratings_file(tmp_path: Path) -> str:
+    g = np.random.default_rng(0)
+    users, items = g.integers(0, 40, 3000), (g.zipf(1.5, 3000) % 60)
+    lines = ["u,i,r"] + [f"{u},{i},{1 + (u + i) % 5}" for u, i in zip(users, items)]
+    path = tmp_path / "r.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _file_recipe(name: str, tmp_path: Path, *extra: str):
+    return load_recipe(name, [f"data.path={_ratings_file(tmp_path)}", "data.user_col=u", "data.item_col=i",
+                              "data.rating_col=r", *extra])
+
+
+def test_new_recipes_ship_and_load_with_search_spaces():
+    shipped = list_recipes()
+    for name in MD_RECIPES:
+        assert name in shipped and shipped[name], name
+        cfg = load_recipe(name)
+        assert cfg.name == name and cfg.search
+    assert load_recipe("md-mf").embedding.kind == "md" and load_recipe("ctr-adult").monitor == ("val_logloss", "min")
+    assert "SYNTHETIC" in shipped["ctr-synthetic"]
+
+
+@pytest.mark.parametrize("override, match", [
+    ("embedding.alpha=1.5", r"alpha=1.5 is outside the valid range \[0, 1\]"),
+    ("embedding.budget=-10", "budget=-10"),
+    ("embedding.num_blocks=0", "num_blocks=0"),
+    ("embedding.kinds=md", "did you mean 'embedding.kind'"),
+    ("model.name=dlrm", "task 'rating' needs model.name 'mf' or 'ncf'"),
+])
+def test_bad_embedding_settings_are_config_errors(override, match):
+    with pytest.raises(ConfigError, match=match):
+        load_recipe("md-mf", [override])
+
+
+def test_md_is_refused_for_bpr_and_ctr_needs_dlrm():
+    with pytest.raises(ConfigError, match="not 'bpr'"):
+        load_recipe("bpr", ["embedding.kind=md"])
+    with pytest.raises(ConfigError, match="task 'ctr' needs model.name 'dlrm'"):
+        load_recipe("ctr-adult", ["model.name=mf"])
+
+
+def test_uniform_mf_build_is_unchanged(tmp_path):
+    cfg = _file_recipe("mf", tmp_path, "model.dim=8")
+    data = prepare_data(cfg)
+    seed_everything(0)
+    model = build_model(cfg, data)
+    seed_everything(0)
+    reference = BiasedMF.build(data.ratings.num_users, data.ratings.num_items, 8, init_std=cfg.model.init_std,
+                               global_mean=float(data.part("train").ratings.mean()), l2=cfg.model.l2)
+    assert type(model.user_embedding) is nn.Embedding
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_md_mf_from_budget_meets_it_and_blocks_by_training_frequency(tmp_path):
+    cfg = _file_recipe("md-mf", tmp_path, "embedding.budget=1000", "embedding.num_blocks=4", "embedding.alpha=0.4")
+    data = prepare_data(cfg)
+    model = build_model(cfg, data)
+    users, items = model.user_embedding, model.item_embedding
+    assert isinstance(users, MixedDimensionEmbedding) and isinstance(items, MixedDimensionEmbedding)
+    rows = sum(n * d for t in (users, items) for n, d in zip(t.block_rows, t.block_dims))
+    assert abs(rows - 1000) <= 0.5 * (users.num_embeddings + items.num_embeddings)
+    train_counts = np.bincount(data.part("train").items, minlength=data.ratings.num_items)
+    most_popular = int(train_counts.argmax())
+    assert int(items.index_map[most_popular]) == 0  # the most frequent training item opens the first block
+    assert items.block_dims[0] == max(items.block_dims)
+
+
+def test_md_mf_from_base_dim_and_alpha_zero_is_uniform(tmp_path):
+    cfg = _file_recipe("md-mf", tmp_path, "model.dim=16", "embedding.alpha=0.0", "embedding.num_blocks=3")
+    model = build_model(cfg, prepare_data(cfg))
+    assert model.item_embedding.block_dims == (16, 16, 16)
+    assert all(block.projection is None for block in model.item_embedding.blocks)
+
+
+def test_ncf_recipe_builds_ncf_and_refuses_l2(tmp_path):
+    cfg = _file_recipe("md-ncf", tmp_path, "embedding.num_blocks=2")
+    assert isinstance(build_model(cfg, prepare_data(cfg)), NCF)
+    cfg = _file_recipe("ncf", tmp_path, "model.l2=0.1")
+    with pytest.raises(ConfigError, match="model.l2=0.1 is not used by 'ncf'"):
+        build_model(cfg, prepare_data(cfg))
+
+
+def test_md_budget_below_one_dim_per_row_is_a_config_error(tmp_path):
+    cfg = _file_recipe("md-mf", tmp_path, "embedding.budget=10", "embedding.num_blocks=2")
+    with pytest.raises(ConfigError, match=r"budget=10 is outside the valid range"):
+        build_model(cfg, prepare_data(cfg))
+
+
+def test_md_tables_compose_with_sse_in_a_recipe(tmp_path):
+    cfg = _file_recipe("md-mf", tmp_path, "embedding.num_blocks=2", "sse.kind=se", "sse.p_item=0.5")
+    data = prepare_data(cfg)
+    model = build_model(cfg, data)
+    batch = {"user": torch.tensor([0, 1]), "item": torch.tensor([0, 1]), "rating": torch.tensor([3.0, 4.0])}
+    model.loss(batch, model(batch)).backward()
+    assert isinstance(model.item_embedding, MixedDimensionEmbedding) and model.item_transform.p == 0.5

@@ -68,7 +68,7 @@ def test_dropout_k_averages_k_independent_draws():
     loss_k, _ = DropoutK(3)(model, batch)
     torch.manual_seed(3)
     draws = [model.loss(batch, model(batch)) for _ in range(3)]
-    assert len({round(float(d), 6) for d in draws}) == 3
+    assert len({round(d.item(), 6) for d in draws}) == 3
     assert torch.allclose(loss_k, sum(draws) / 3)
 
 
@@ -101,7 +101,7 @@ def test_every_technique_is_a_no_op_in_eval_mode():
     ctx = StepContext(model, batch, out, loss)
     for reg in (ExplicitDropoutRegularizer(1.0), ExplicitDropoutRegularizer(1.0, form="identity"),
                 ImplicitDropoutNoise(1.0), TwoMaskDropoutNoise(4)):
-        assert float(reg.penalty(ctx)) == 0.0 and not reg.penalty(ctx).requires_grad
+        assert reg.penalty(ctx).item() == 0.0 and not reg.penalty(ctx).requires_grad
     loss_k, _ = DropoutK(8)(model, batch)
     assert torch.equal(loss_k, loss)
 
@@ -114,7 +114,7 @@ def test_noise_changes_the_gradient_but_not_the_loss_value():
     out = model(batch)
     loss = model.loss(batch, out)
     noise = ImplicitDropoutNoise.from_dropout(0.4).penalty(StepContext(model, batch, out, loss))
-    assert float(noise) == 0.0
+    assert noise.item() == 0.0
     noisy = _grads(model, loss + noise)
     assert any(not torch.equal(a, b) for a, b in zip(plain, noisy) if a is not None)
 
@@ -135,7 +135,7 @@ def test_two_mask_noise_is_the_scaled_difference_of_two_dropout_gradients():
     model, batch = _model(), _batch()
     torch.manual_seed(5)
     noise = TwoMaskDropoutNoise(4).penalty(StepContext(model, batch))
-    assert float(noise) == 0.0
+    assert noise.item() == 0.0
     got = _grads(model, noise)
     torch.manual_seed(5)
     first = model.loss(batch, model(batch))
@@ -151,7 +151,7 @@ def test_every_site_of_the_lm_gets_a_positive_term_and_parameters_get_gradients(
     for site in ("embedding", "input", "hidden", "output", "weight_hh"):
         for structure in ("element", "model"):
             reg = ExplicitDropoutRegularizer(1.0, sites=[site], structure=structure)
-            assert float(reg.penalty(ctx)) > 0, (site, structure)
+            assert reg.penalty(ctx).item() > 0, (site, structure)
     total = ExplicitDropoutRegularizer(1.0).penalty(ctx)
     grads = _grads(model, total)
     names = [n for n, p in model.named_parameters() if p.requires_grad]

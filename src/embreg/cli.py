@@ -25,43 +25,24 @@ def _default_out(name: str) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from embreg.recipes import load_recipe
-    from embreg.recipes.lm_run import is_lm_recipe
-    from embreg.recipes.run import run_seeds, run_single
-
-    if is_lm_recipe(args.recipe):
-        return _cmd_run_lm(args)
     from embreg.recipes.finetune_run import is_finetune_recipe, run_finetune_cli
+    from embreg.recipes.lm_run import is_lm_recipe, load_lm_recipe, run_lm_seeds, run_lm_single
+    from embreg.recipes.run import run_seeds, run_single
 
     if is_finetune_recipe(args.recipe):
         return run_finetune_cli(args.recipe, args.set, args.seeds, args.out, args.resume)
-    cfg = load_recipe(args.recipe, args.set)
+    if is_lm_recipe(args.recipe):  # language-model recipes (task: lm) have their own schema and runner
+        cfg, single, seeds = load_lm_recipe(args.recipe, args.set), run_lm_single, run_lm_seeds
+    else:
+        cfg, single, seeds = load_recipe(args.recipe, args.set), run_single, run_seeds
     out = Path(args.out) if args.out else _default_out(cfg.name)
     if args.seeds > 1:
-        summary = run_seeds(cfg, out, args.seeds, resume=args.resume)
+        summary = seeds(cfg, out, args.seeds, resume=args.resume)
         print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
         for key, stats in summary.items():
             print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
     else:
-        result = run_single(cfg, out, resume=args.resume)
-        print(f"\n{cfg.name} -> {out}")
-        for key, value in result.metrics.items():
-            print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
-    return 0
-
-
-def _cmd_run_lm(args: argparse.Namespace) -> int:
-    """``embreg run`` for language-model recipes (``task: lm``, schema :mod:`embreg.recipes.lm_schema`)."""
-    from embreg.recipes.lm_run import load_lm_recipe, run_lm_seeds, run_lm_single
-
-    cfg = load_lm_recipe(args.recipe, args.set)
-    out = Path(args.out) if args.out else _default_out(cfg.name)
-    if args.seeds > 1:
-        summary = run_lm_seeds(cfg, out, args.seeds, resume=args.resume)
-        print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
-        for key, stats in summary.items():
-            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
-    else:
-        result = run_lm_single(cfg, out, resume=args.resume)
+        result = single(cfg, out, resume=args.resume)
         print(f"\n{cfg.name} -> {out}")
         for key, value in result.metrics.items():
             print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")

@@ -4,7 +4,8 @@ Targets (issue 2): an MF step with SSE on both tables costs <= 1.05x the plain s
 an MF epoch (batch 1024, d=64) takes under 2 seconds on 2 cores.
 
 Variants are timed in interleaved rounds (plain, SSE-SE, SSE-Graph, plain, ...) so that drifts in machine load
-hit all of them alike; the ratio of medians is reported.
+hit all of them alike; the ratio of medians is reported. SSE runs twice: with the fused C++ CPU kernel
+(``EMBREG_SSE_KERNEL=on``, the default backend when it builds) and with the tensor-op samplers (``off``).
 
     python benchmarks/mf_step_cost.py --threads 2 --rounds 30 --out-json docs/results/mf-step-cost.json
 """
@@ -25,14 +26,18 @@ from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_model, prepare_data
 from embreg.train.optim import optimizer_factory
 
-VARIANTS = {
-    "plain": [],
-    "sse-se": ["sse.kind=se", "sse.p_user=0.01", "sse.p_item=0.01"],
-    "sse-graph": ["sse.kind=graph", "sse.p_user=0.01", "sse.p_item=0.01", "sse.rho_item=100"],
+SSE_SE = ["sse.kind=se", "sse.p_user=0.01", "sse.p_item=0.01"]
+SSE_GRAPH = ["sse.kind=graph", "sse.p_user=0.01", "sse.p_item=0.01", "sse.rho_item=100"]
+VARIANTS = {  # name -> (recipe overrides, SSE CPU backend: EMBREG_SSE_KERNEL while the variant's steps run)
+    "plain": ([], "off"),
+    "sse-se": (SSE_SE, "on"),
+    "sse-graph": (SSE_GRAPH, "on"),
+    "sse-se (tensor ops)": (SSE_SE, "off"),
+    "sse-graph (tensor ops)": (SSE_GRAPH, "off"),
 }
 
 
-def make_step(overrides: list[str], dim: int, batch_size: int):
+def make_step(overrides: list[str], dim: int, batch_size: int, backend: str):
     cfg = load_recipe("mf", [f"model.dim={dim}", f"train.batch_size={batch_size}", "model.l2=0.05"] + overrides)
     data = prepare_data(cfg)
     model = build_model(cfg, data)
@@ -42,6 +47,7 @@ def make_step(overrides: list[str], dim: int, batch_size: int):
     epoch_batches = list(batches.epoch(0))
 
     def step(batch):
+        os.environ["EMBREG_SSE_KERNEL"] = backend
         optimizer.zero_grad(set_to_none=True)
         loss = model.loss(batch, model(batch))
         loss.backward()
@@ -63,7 +69,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    steps = {name: make_step(o, args.dim, args.batch_size) for name, o in VARIANTS.items()}
+    steps = {name: make_step(o, args.dim, args.batch_size, backend) for name, (o, backend) in VARIANTS.items()}
     for step, batches in steps.values():  # warm-up
         for batch in batches[:10]:
             step(batch)

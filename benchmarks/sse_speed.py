@@ -4,8 +4,10 @@ Measures ids/s of SSE-SE (eq. 5) and SSE-Graph (eq. 3) of
 sse-stochastic-shared-embeddings.txt on CPU, for a batch of ids drawn uniformly
 from the table, on (a) a synthetic graph shaped like the MovieLens-100k item
 graph (N = 1682, average degree about 120) and (b) optionally a real graph
-given as an (E, 2) integer ``.npy`` edge array. Prints a markdown table and
-writes JSON with the machine, the command and every timing.
+given as an (E, 2) integer ``.npy`` edge array. Each sampler is timed with both
+CPU backends in one run: the fused C++ kernel (``EMBREG_SSE_KERNEL=on``) and the
+tensor-op samplers (``off``). Prints a markdown table and writes JSON with the
+machine, the command and every timing.
 
 Example:
     python benchmarks/sse_speed.py --out-json docs/results/sse_speed.json
@@ -93,6 +95,16 @@ def round_robin_timings(calls: dict[str, Callable[[], Any]], reps: int, warmup: 
     return times
 
 
+def with_backend(backend: str, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` run with ``EMBREG_SSE_KERNEL`` set to ``on`` (cpp) or ``off`` (torch)."""
+
+    def run() -> Any:
+        os.environ["EMBREG_SSE_KERNEL"] = "on" if backend == "cpp" else "off"
+        return call()
+
+    return run
+
+
 def bench_graph(
     name: str, graph: NeighbourGraph, args: argparse.Namespace, generator: torch.Generator
 ) -> list[dict[str, Any]]:
@@ -105,26 +117,25 @@ def bench_graph(
     rng = random.Random(args.seed)
     rows = []
     for p in args.p:
-        times = round_robin_timings(
-            {
-                "se": lambda: F.sse_se(ids, n, p, generator),
-                "graph": lambda: F.sse_graph(ids, graph, p, args.rho, generator),
-                "loop_se": lambda: loop_sse_se(loop_ids, n, p, rng),
-                "loop_graph": lambda: loop_sse_graph(loop_ids, neighbours, neighbour_sets, p, args.rho, rng),
-            },
-            args.reps,
-            args.warmup,
-        )
-        for sampler, key, target in (
-            ("SSE-SE", "se", TARGET_SE_IDS_PER_S),
-            ("SSE-Graph", "graph", TARGET_GRAPH_IDS_PER_S),
+        calls: dict[str, Callable[[], Any]] = {}
+        for backend in args.backends:
+            calls[f"se:{backend}"] = with_backend(backend, lambda p=p: F.sse_se(ids, n, p, generator))
+            calls[f"graph:{backend}"] = with_backend(backend, lambda p=p: F.sse_graph(ids, graph, p, args.rho, generator))
+        calls["loop_se"] = lambda p=p: loop_sse_se(loop_ids, n, p, rng)
+        calls["loop_graph"] = lambda p=p: loop_sse_graph(loop_ids, neighbours, neighbour_sets, p, args.rho, rng)
+        times = round_robin_timings(calls, args.reps, args.warmup)
+        for (sampler, key, target), backend in (
+            (variant, backend)
+            for variant in (("SSE-SE", "se", TARGET_SE_IDS_PER_S), ("SSE-Graph", "graph", TARGET_GRAPH_IDS_PER_S))
+            for backend in args.backends
         ):
-            vectorised, loop = times[key], times[f"loop_{key}"]
+            vectorised, loop = times[f"{key}:{backend}"], times[f"loop_{key}"]
             ids_per_s = args.batch / statistics.median(vectorised)
             loop_ids_per_s = args.loop_batch / statistics.median(loop)
             rows.append({
                 "graph": name, "num_nodes": n, "num_edges": graph.num_edges,
-                "average_degree": 2 * graph.num_edges / n, "sampler": sampler, "p": p, "rho": args.rho,
+                "average_degree": 2 * graph.num_edges / n, "sampler": sampler, "backend": backend, "p": p,
+                "rho": args.rho,
                 "batch": args.batch, "seconds": vectorised, "median_seconds": statistics.median(vectorised),
                 "ids_per_s": ids_per_s, "best_ids_per_s": args.batch / min(vectorised),
                 "loop_batch": args.loop_batch, "loop_seconds": loop,
@@ -139,13 +150,14 @@ def bench_graph(
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """One line per (graph, sampler, p); speed-up = median vectorised ids/s over median loop ids/s."""
     lines = [
-        "| graph | N | avg deg | sampler | p | median ids/s | best ids/s | loop ids/s | speed-up "
+        "| graph | N | avg deg | sampler | backend | p | median ids/s | best ids/s | loop ids/s | speed-up "
         "| target ids/s | meets target | >= 100x loop |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['graph']} | {row['num_nodes']} | {row['average_degree']:.1f} | {row['sampler']} | {row['p']} "
+            f"| {row['graph']} | {row['num_nodes']} | {row['average_degree']:.1f} | {row['sampler']} "
+            f"| {row['backend']} | {row['p']} "
             f"| {row['ids_per_s'] / 1e6:.1f}M | {row['best_ids_per_s'] / 1e6:.1f}M "
             f"| {row['loop_ids_per_s'] / 1e6:.2f}M | {row['speedup_over_loop']:.0f}x "
             f"| {row['target_ids_per_s'] / 1e6:.0f}M | {'yes' if row['meets_throughput_target'] else 'NO'} "
@@ -169,6 +181,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=21, help="timed repetitions (median reported)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up calls")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--backends", nargs="+", choices=["cpp", "torch"], default=["cpp", "torch"],
+                        help="CPU backends to time (cpp: the fused kernel; torch: the tensor-op samplers)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-json", type=str, default=None, help="where to write the JSON results")
     parser.add_argument("--out-md", type=str, default=None, help="where to write the markdown table")

@@ -17,3 +17,23 @@ def hub_and_isolated_graph() -> NeighbourGraph:
 def full_hub_graph() -> NeighbourGraph:
     return NeighbourGraph.from_edges(FULL_HUB_EDGES, num_nodes=6)
 
+
+
+@pytest.fixture(autouse=True, params=["cpp", "torch"])
+def sse_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs every SSE test once with the fused C++ kernel and once with the tensor-op samplers.
+
+    The C++ variant is skipped (with the build error as reason) on a machine that cannot compile it;
+    the library then falls back to the tensor ops, which the other variant covers.
+    """
+    from embreg.sse import _kernel
+
+    if request.param == "torch":
+        monkeypatch.setenv("EMBREG_SSE_KERNEL", "off")
+        return "torch"
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", "on")
+    try:
+        _kernel.fused_kernel()
+    except Exception as error:  # pragma: no cover - depends on the machine's compiler
+        pytest.skip(f"fused SSE kernel unavailable: {error}")
+    return "cpp"

@@ -176,7 +176,7 @@ class SearchParam:
     type: Literal["float", "log_float", "int", "categorical"] = "float"
     low: float | None = None
     high: float | None = None
-    choices: list[float | int | str | bool | None] | None = None
+    choices: list[int | float | str | bool | None] | None = None
 
     def __post_init__(self) -> None:
         if self.type == "categorical":

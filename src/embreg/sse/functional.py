@@ -13,6 +13,11 @@ input's shape and dtype, and draw randomness only from the given generator.
 For p <= 0.5 the swapped positions are drawn from the geometric gaps of the
 Bernoulli process, so at the usual p = 0.01 about one random number is drawn
 per hundred ids; everything after that works on the swapped ids only.
+
+Backends: CPU ids go through the fused C++ kernel of :mod:`embreg.sse._kernel`
+(one pass, no per-op overhead) when it is available, and through the tensor-op
+samplers below otherwise and on CUDA. ``EMBREG_SSE_KERNEL=off`` forces the
+tensor ops. The laws are the same; the random streams differ.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import math
 import torch
 
 from embreg.errors import EmbregError
+from embreg.sse._kernel import fused_kernel
 from embreg.sse._validation import (
     check_ids_dtype,
     check_ids_range,
@@ -208,8 +214,18 @@ def _fresh_flat_copy(ids: torch.Tensor) -> torch.Tensor:
     return ids.clone(memory_format=torch.contiguous_format).view(-1)
 
 
+def _cpu_kernel(ids: torch.Tensor, generator: torch.Generator | None):
+    """The fused kernel when ``ids`` (and the generator) are on the CPU and it is available, else None."""
+    if ids.device.type != "cpu" or (generator is not None and generator.device.type != "cpu"):
+        return None
+    return fused_kernel()
+
+
 def _sample_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None) -> torch.Tensor:
     """Unchecked core of :func:`sse_se`."""
+    kernel = _cpu_kernel(ids, generator)
+    if kernel is not None:
+        return kernel.sse_se(ids, num_embeddings, p, generator)
     if ids.numel() <= _DENSE_PATH_MAX_IDS:
         return _sample_se_dense(ids, num_embeddings, p, generator)
     out = _fresh_flat_copy(ids)
@@ -258,6 +274,9 @@ def _sample_graph(
     ids: torch.Tensor, graph: NeighbourGraph, p: float, rho: float, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Unchecked core of :func:`sse_graph` (the neighbour / uniform-other mixture)."""
+    kernel = _cpu_kernel(ids, generator)
+    if kernel is not None:
+        return kernel.sse_graph(ids, graph.indptr, graph.indices, p, rho, generator)
     if ids.numel() <= _DENSE_PATH_MAX_IDS:
         return _sample_graph_dense(ids, graph, p, rho, generator)
     out = _fresh_flat_copy(ids)

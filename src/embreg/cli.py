@@ -24,25 +24,19 @@ def _default_out(name: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from embreg.recipes import load_recipe
-    from embreg.recipes.finetune_run import is_finetune_recipe, run_finetune_cli
-    from embreg.recipes.lm_run import is_lm_recipe, load_lm_recipe, run_lm_seeds, run_lm_single
-    from embreg.recipes.run import run_seeds, run_single
+    from embreg.recipes.families import family_for
 
-    if is_finetune_recipe(args.recipe):
-        return run_finetune_cli(args.recipe, args.set, args.seeds, args.out, args.resume)
-    if is_lm_recipe(args.recipe):  # language-model recipes (task: lm) have their own schema and runner
-        cfg, single, seeds = load_lm_recipe(args.recipe, args.set), run_lm_single, run_lm_seeds
-    else:
-        cfg, single, seeds = load_recipe(args.recipe, args.set), run_single, run_seeds
+    family = family_for(args.recipe)  # recommender, language-model or fine-tuning, by the recipe's task
+    cfg = family.load(args.recipe, args.set)
     out = Path(args.out) if args.out else _default_out(cfg.name)
     if args.seeds > 1:
-        summary = seeds(cfg, out, args.seeds, resume=args.resume)
+        summary = family.run_seeds(cfg, out, args.seeds, resume=args.resume)
         print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
         for key, stats in summary.items():
-            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}")
+            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}  (median {stats['median']:.4f}, "
+                  f"max {stats['max']:.4f})")
     else:
-        result = single(cfg, out, resume=args.resume)
+        result = family.run_single(cfg, out, resume=args.resume)
         print(f"\n{cfg.name} -> {out}")
         for key, value in result.metrics.items():
             print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")

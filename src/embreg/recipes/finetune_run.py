@@ -9,7 +9,6 @@ interrupted seed continue with ``resume``; a finished seed is recognised by its 
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Sequence
@@ -30,9 +29,9 @@ from embreg.recipes.finetune_builders import (
 )
 from embreg.recipes.finetune_schema import FinetuneRecipeConfig
 from embreg.recipes.registry import recipe_path
+from embreg.recipes.seed_series import run_seed_series
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.seeding import seed_everything
-from embreg.train.stats import summarize_runs
 from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, FitResult, Trainer
 from embreg.train.warmup import warmup_adamw_factory
 
@@ -128,25 +127,14 @@ def run_finetune_seeds(cfg: FinetuneRecipeConfig, out_dir: str | Path, seeds: in
     The task is tokenised once. With ``resume`` finished seeds are read back rather than trained again, so a
     larger ``seeds`` extends an earlier run.
     """
-    if seeds < 1:
-        raise ValueError(f"seeds={seeds} must be >= 1")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    prepared: PreparedText | None = None
-    metrics_list = []
-    for i in range(seeds):
-        seed_cfg = copy.deepcopy(cfg)
-        seed_cfg.train.seed = cfg.train.seed + i
-        seed_dir = out / f"seed-{seed_cfg.train.seed}"
-        if prepared is None and not (resume and _finished(seed_dir)):
-            prepared = prepare_text(cfg)
-        result = run_finetune_single(seed_cfg, seed_dir, resume=resume, prepared=prepared)
-        metrics_list.append(result.metrics)
-        summary = summarize_runs(metrics_list)
-        atomic_write_json(out / "summary.json", summary)  # after every seed, so a partial run has a summary too
-    atomic_write_text(out / "report.md", _summary_report(cfg, summary, seeds))
-    return summary
+    prepared: list[PreparedText] = []  # tokenised on the first seed that trains
+
+    def run_one(seed_cfg: FinetuneRecipeConfig, seed_dir: Path) -> FitResult:
+        if not prepared and not (resume and _finished(seed_dir)):
+            prepared.append(prepare_text(cfg))
+        return run_finetune_single(seed_cfg, seed_dir, resume=resume, prepared=prepared[0] if prepared else None)
+
+    return run_seed_series(cfg, out_dir, seeds, run_one)
 
 
 def _report(cfg: FinetuneRecipeConfig, metrics: dict[str, float]) -> str:
@@ -154,30 +142,3 @@ def _report(cfg: FinetuneRecipeConfig, metrics: dict[str, float]) -> str:
     return (f"# {cfg.name}\n\n{cfg.description}\n\nregularizer `{cfg.regularizer.name}` {cfg.regularizer.args}, "
             f"seed {cfg.train.seed}, split seed {cfg.data.split_seed}, subset seed {cfg.data.subset_seed}\n\n"
             f"| metric | value |\n|---|---|\n{rows}\n")
-
-
-def _summary_report(cfg: FinetuneRecipeConfig, summary: dict[str, dict], seeds: int) -> str:
-    rows = "\n".join(
-        f"| {k} | {s['mean']:.4f} ± {s['std']:.4f} | {s['median']:.4f} | {s['min']:.4f} | {s['max']:.4f} |"
-        for k, s in summary.items())
-    return (f"# {cfg.name} over {seeds} seeds\n\n{cfg.description}\n\n"
-            f"| metric | mean ± std | median | min | max |\n|---|---|---|---|---|\n{rows}\n\n"
-            "raw values: `summary.json`\n")
-
-
-def run_finetune_cli(recipe: str, overrides: Sequence[str], seeds: int, out: str | None, resume: bool) -> int:
-    """``embreg run`` for fine-tuning recipes: one seed into ``out``, or ``seeds`` seeds with a summary."""
-    cfg = load_finetune_recipe(recipe, overrides)
-    directory = Path(out) if out else Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if seeds > 1:
-        summary = run_finetune_seeds(cfg, directory, seeds, resume=resume)
-        print(f"\n{cfg.name}: {seeds} seeds -> {directory}")
-        for key, stats in summary.items():
-            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}  (median {stats['median']:.4f}, "
-                  f"max {stats['max']:.4f})")
-    else:
-        result = run_finetune_single(cfg, directory, resume=resume)
-        print(f"\n{cfg.name} -> {directory}")
-        for key, value in result.metrics.items():
-            print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
-    return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,10 +18,10 @@ from embreg.recipes.lm_builders import (
 )
 from embreg.recipes.lm_schema import LMRecipeConfig
 from embreg.recipes.registry import recipe_path
+from embreg.recipes.seed_series import run_seed_series
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.optim import optimizer_factory
 from embreg.train.seeding import seed_everything
-from embreg.train.stats import summarize_runs
 from embreg.train.trainer import FitResult, Trainer
 
 
@@ -88,18 +87,7 @@ def run_lm_single(cfg: LMRecipeConfig, out_dir: str | Path | None, *, resume: bo
 
 def run_lm_seeds(cfg: LMRecipeConfig, out_dir: str | Path, seeds: int, *, resume: bool = False) -> dict:
     """Runs ``seeds`` training seeds into ``out_dir/seed-<s>`` and writes ``summary.json``."""
-    if seeds < 1:
-        raise ValueError(f"seeds={seeds} must be >= 1")
-    out = Path(out_dir)
-    metrics = []
-    for i in range(seeds):
-        seed_cfg = copy.deepcopy(cfg)
-        seed_cfg.train.seed = cfg.train.seed + i
-        metrics.append(run_lm_single(seed_cfg, out / f"seed-{seed_cfg.train.seed}", resume=resume).metrics)
-    summary = summarize_runs(metrics)
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    return summary
+    return run_seed_series(cfg, out_dir, seeds, lambda seed_cfg, seed_dir: run_lm_single(seed_cfg, seed_dir, resume=resume))
 
 
 def _report(cfg: LMRecipeConfig, result: FitResult) -> str:

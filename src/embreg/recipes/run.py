@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,11 @@ import yaml
 
 from embreg.config import to_dict
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
+from embreg.recipes.seed_series import run_seed_series
 from embreg.recipes.schema import RecipeConfig
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.optim import optimizer_factory
 from embreg.train.seeding import seed_everything
-from embreg.train.stats import summarize_runs
 from embreg.train.trainer import FitResult, Trainer
 
 
@@ -59,22 +58,9 @@ def run_seeds(cfg: RecipeConfig, out_dir: str | Path, seeds: int, *, resume: boo
     """Runs ``seeds`` training seeds (``train.seed + i``) on the same split; writes ``summary.json``.
 
     Each seed goes to ``out_dir/seed-<seed>``; the summary holds mean, std, median, min, max and values for
-    every metric.
+    every metric (see :func:`embreg.recipes.seed_series.run_seed_series`).
     """
-    if seeds < 1:
-        raise ValueError(f"seeds={seeds} must be >= 1")
-    out = Path(out_dir)
-    metrics_list = []
-    for i in range(seeds):
-        seed_cfg = copy.deepcopy(cfg)
-        seed_cfg.train.seed = cfg.train.seed + i
-        result = run_single(seed_cfg, out / f"seed-{seed_cfg.train.seed}", resume=resume)
-        metrics_list.append(result.metrics)
-    summary = summarize_runs(metrics_list)
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    atomic_write_text(out / "report.md", _summary_report(cfg, summary, seeds))
-    return summary
+    return run_seed_series(cfg, out_dir, seeds, lambda seed_cfg, seed_dir: run_single(seed_cfg, seed_dir, resume=resume))
 
 
 def _write_split_record(run_dir: Path, cfg: RecipeConfig, split: dict[str, np.ndarray]) -> None:
@@ -95,16 +81,6 @@ def _report(cfg: RecipeConfig, metrics: dict[str, float]) -> str:
     rows = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in metrics.items())
     return (f"# {cfg.name}\n\n{cfg.description}\n\nseed {cfg.train.seed}, split seed {cfg.data.split_seed}\n\n"
             f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n")
-
-
-def _summary_report(cfg: RecipeConfig, summary: dict[str, dict], seeds: int) -> str:
-    rows = "\n".join(
-        f"| {k} | {s['mean']:.4f} ± {s['std']:.4f} | {s['median']:.4f} | {s['min']:.4f} | {s['max']:.4f} |"
-        for k, s in summary.items()
-    )
-    return (f"# {cfg.name} over {seeds} seeds\n\n{cfg.description}\n\n"
-            f"| metric | mean ± std | median | min | max |\n|---|---|---|---|---|\n{rows}\n\n"
-            f"raw values: `summary.json`\n")
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:

@@ -93,7 +93,9 @@ def _build() -> ModuleType:
     from torch.utils import cpp_extension
 
     source = _SOURCE.read_bytes()
-    tag = hashlib.sha256(source + torch.__version__.encode() + sys.version.encode()).hexdigest()[:12]
+    flags = _compile_flags()
+    tag = hashlib.sha256(source + " ".join(flags).encode() + torch.__version__.encode() + sys.version.encode())
+    tag = tag.hexdigest()[:12]
     name = f"embreg_sse_sampler_{tag}"
     build_dir = _kernel_dir() / name
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -103,6 +105,13 @@ def _build() -> ModuleType:
         name=name,
         sources=[str(_SOURCE)],
         build_directory=str(build_dir),
-        extra_cflags=["-O3"],
+        extra_cflags=["-O3", *flags],
+        extra_ldflags=flags,
         verbose=False,
     )
+
+
+def _compile_flags() -> list[str]:
+    """OpenMP flags when torch itself runs its CPU threads with OpenMP: ``at::parallel_for`` is then an inline
+    ``#pragma omp parallel`` that is compiled serially without them."""
+    return ["-fopenmp"] if "parallel backend: OpenMP" in torch.__config__.parallel_info() else []

@@ -3,8 +3,9 @@
 Targets (issue 2): an MF step with SSE on both tables costs <= 1.05x the plain step (SSE-SE and SSE-Graph);
 an MF epoch (batch 1024, d=64) takes under 2 seconds on 2 cores.
 
-Variants are timed in interleaved rounds (plain, SSE-SE, SSE-Graph, plain, ...) so that drifts in machine load
-hit all of them alike; the ratio of medians is reported. SSE runs twice: with the fused C++ CPU kernel
+All variants train one shared model and take turns step by step (plain, SSE-SE, SSE-Graph, ..., plain, ...), so
+drifts in machine load hit all of them alike; every step is timed on its own and the ratio of the median step
+times is reported. SSE runs twice: with the fused C++ CPU kernel
 (``EMBREG_SSE_KERNEL=on``, the default backend when it builds) and with the tensor-op samplers (``off``).
 
     python benchmarks/mf_step_cost.py --threads 2 --rounds 30 --out-json docs/results/mf-step-cost.json
@@ -37,23 +38,34 @@ VARIANTS = {  # name -> (recipe overrides, SSE CPU backend: EMBREG_SSE_KERNEL wh
 }
 
 
-def make_step(overrides: list[str], dim: int, batch_size: int, backend: str):
-    cfg = load_recipe("mf", [f"model.dim={dim}", f"train.batch_size={batch_size}", "model.l2=0.05"] + overrides)
+def make_steps(dim: int, batch_size: int) -> tuple[dict, list]:
+    """One step function per variant, all training ONE shared MF model (same tables, optimizer and batches).
+
+    A variant only swaps the model's user/item index transforms in before its step, so the timed difference is
+    the SSE sampling and nothing else (separate model instances differ by a few percent on their own).
+    """
+    base = ["model.dim=%d" % dim, f"train.batch_size={batch_size}", "model.l2=0.05"]
+    cfg = load_recipe("mf", base)
     data = prepare_data(cfg)
     model = build_model(cfg, data)
     model.train()
     optimizer = optimizer_factory("adam", 1e-3)(model.parameters())
-    batches = build_batches(cfg, data)
-    epoch_batches = list(batches.epoch(0))
+    epoch_batches = list(build_batches(cfg, data).epoch(0))
+    steps = {}
+    for name, (overrides, backend) in VARIANTS.items():
+        variant = build_model(load_recipe("mf", base + overrides), data)
+        variant.train()
 
-    def step(batch):
-        os.environ["EMBREG_SSE_KERNEL"] = backend
-        optimizer.zero_grad(set_to_none=True)
-        loss = model.loss(batch, model(batch))
-        loss.backward()
-        optimizer.step()
+        def step(batch, transforms=(variant.user_transform, variant.item_transform), backend=backend):
+            os.environ["EMBREG_SSE_KERNEL"] = backend
+            model.user_transform, model.item_transform = transforms
+            optimizer.zero_grad(set_to_none=True)
+            loss = model.loss(batch, model(batch))
+            loss.backward()
+            optimizer.step()
 
-    return step, epoch_batches
+        steps[name] = (step, epoch_batches)
+    return steps, epoch_batches
 
 
 def main() -> None:
@@ -69,18 +81,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    steps = {name: make_step(o, args.dim, args.batch_size, backend) for name, (o, backend) in VARIANTS.items()}
+    steps, batches = make_steps(args.dim, args.batch_size)
     for step, batches in steps.values():  # warm-up
         for batch in batches[:10]:
             step(batch)
     per_step = {name: [] for name in VARIANTS}
     for r in range(args.rounds):
-        for name, (step, batches) in steps.items():
-            chosen = batches[(r * args.steps) % len(batches):][: args.steps]
-            started = time.perf_counter()
-            for batch in chosen:
+        chosen = batches[(r * args.steps) % len(batches):][: args.steps]
+        for batch in chosen:  # variants take turns step by step; each step is timed on its own
+            for name, (step, _) in steps.items():
+                started = time.perf_counter()
                 step(batch)
-            per_step[name].append((time.perf_counter() - started) / len(chosen))
+                per_step[name].append(time.perf_counter() - started)
     epoch_seconds = {name: [] for name in VARIANTS}
     for _ in range(args.epochs):
         for name, (step, batches) in steps.items():

@@ -10,13 +10,21 @@ from __future__ import annotations
 import abc
 import numbers
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from embreg.errors import EmbregError
-from embreg.sse._validation import check_ids_dtype, check_ids_range, check_num_embeddings, check_probability
+from embreg.sse._kernel import fused_kernel
+from embreg.sse._validation import (
+    ID_DTYPES,
+    check_ids_dtype,
+    check_ids_range,
+    check_num_embeddings,
+    check_probability,
+)
 
 _SEED_UPPER = 2**62  # torch seeds are 64-bit; staying below 2**63 leaves room for a rank offset
 
@@ -79,10 +87,35 @@ class IndexTransform(nn.Module, abc.ABC):
         Returns:
             Tensor of the same shape, dtype and device.
         """
+        if self.training and self._p != 0.0 and isinstance(ids, torch.Tensor) and ids.device.type == "cpu":
+            fused = self._fused_sample(ids)
+            if fused is not None:
+                return fused
         self.check_ids(ids)
         if not self.training or self._p == 0.0 or ids.numel() == 0:
             return ids
         return self.sample(ids)
+
+    def _fused_sample(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """Checked sampling of CPU ids in one call of the fused kernel, or None to take the generic path.
+
+        Subclasses with a kernel override this; the kernel validates every id itself, so the separate range
+        check of the generic path is skipped (and redone only to word the error when the kernel rejects an id).
+        """
+        return None
+
+    def _run_kernel(self, ids: torch.Tensor, call: Callable[[Any, torch.Generator], torch.Tensor]) -> torch.Tensor | None:
+        """``call(kernel, generator)`` for non-empty integer CPU ids when the fused kernel is available, else None."""
+        if ids.dtype not in ID_DTYPES or ids.numel() == 0:
+            return None
+        kernel = fused_kernel()
+        if kernel is None:
+            return None
+        try:
+            return call(kernel, self.generator(ids.device))
+        except RuntimeError:
+            self.check_ids(ids)  # raises EmbregError naming the bad values and the valid range
+            raise
 
     def check_ids(self, ids: torch.Tensor) -> None:
         """Raise :class:`EmbregError` unless ``ids`` is an integer tensor with values in [0, N)."""

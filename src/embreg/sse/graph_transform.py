@@ -7,7 +7,7 @@ import torch
 from embreg.errors import EmbregError
 from embreg.sse._validation import check_rho
 from embreg.sse.base import IndexTransform
-from embreg.sse.functional import _cpu_kernel, _sample_graph
+from embreg.sse.functional import _sample_graph
 from embreg.sse.functional import transition_matrix as _transition_matrix
 from embreg.sse.graph import NeighbourGraph
 
@@ -71,13 +71,16 @@ class SSEGraph(IndexTransform):
             self.graph_indptr, self.graph_indices, self.graph_degree, self.num_embeddings
         )
 
+    def _fused_sample(self, ids: torch.Tensor) -> torch.Tensor | None:
+        if self.graph_indptr.device.type != "cpu":
+            return None
+        return self._run_kernel(
+            ids, lambda kernel, gen: kernel.sse_graph(ids, self.graph_indptr, self.graph_indices, self._p, self._rho, gen)
+        )
+
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
         """Swap each id with probability p, favouring graph neighbours (eq. 3)."""
-        generator = self.generator(ids.device)
-        kernel = _cpu_kernel(ids, generator)
-        if kernel is not None and self.graph_indptr.device.type == "cpu":  # the fast path, without a graph object
-            return kernel.sse_graph(ids, self.graph_indptr, self.graph_indices, self._p, self._rho, generator)
-        return _sample_graph(ids, self.graph.to(ids.device), self._p, self._rho, generator)
+        return _sample_graph(ids, self.graph.to(ids.device), self._p, self._rho, self.generator(ids.device))
 
     def transition_matrix(self) -> torch.Tensor:
         """Dense (N, N) float64 law of the swaps, ``T[j, k] = p(j, k)`` (eq. 3); for small N."""

@@ -37,6 +37,9 @@ class SSE(IndexTransform):
     def __init__(self, num_embeddings: int, p: float, seed: int | None = None, rank_offset: int = 0) -> None:
         super().__init__(num_embeddings, p, seed=seed, rank_offset=rank_offset)
 
+    def _fused_sample(self, ids: torch.Tensor) -> torch.Tensor | None:
+        return self._run_kernel(ids, lambda kernel, gen: kernel.sse_se(ids, self.num_embeddings, self._p, gen))
+
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
         """Swap each id with probability p for a uniform other id (eq. 5)."""
         return _sample_se(ids, self.num_embeddings, self.p, self.generator(ids.device))

@@ -12,6 +12,11 @@ dimensions, with no projections) and records
 Writes a JSON file with every run, a markdown table and three plots (MSE vs parameters; popular vs rare MSE vs
 parameters; train vs test MSE for popular and rare items against alpha at a fixed budget).
 
+With ``--l2-grid`` the L2 weight is tuned per (budget, alpha) point, the same way for uniform (alpha 0) and MD:
+seed ``--tune-seed`` is trained at every grid value (early stopping on validation RMSE as always), the value with
+the lowest validation MSE is kept, and every seed is trained at it; only those runs enter the tables. The test
+split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the smaller budgets.
+
 Example:
     python benchmarks/md_cf_study.py --model mf --budget-dims 1 2 4 8 16 32 --alphas 0 0.1 0.2 0.3 0.4 0.5 \
         --seeds 3 --fixed-budget-dim 16 --out docs/results/mixed-dimension-cf-mf
@@ -67,7 +72,7 @@ def run_one(recipe: str, overrides: list[str], data, groups) -> dict:
     started = time.perf_counter()
     result = trainer.fit()
     seconds = time.perf_counter() - started
-    row = {"recipe": recipe, "overrides": overrides, "seed": t.seed, "alpha": cfg.embedding.alpha,
+    row = {"recipe": recipe, "overrides": overrides, "seed": t.seed, "alpha": cfg.embedding.alpha, "l2": cfg.model.l2,
            "budget": cfg.embedding.budget, "best_epoch": result.best_epoch, "epochs_run": result.metrics["epochs_run"],
            "seconds": seconds, "val_mse": result.metrics["val_rmse"] ** 2, "test_mse": result.metrics["test_rmse"] ** 2,
            "embedding_parameters": embedding_parameters(model),
@@ -94,8 +99,14 @@ def load_done(path: Path) -> dict[tuple, dict]:
         for line in path.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                done[(row["budget"], row["alpha"], row["seed"])] = row
+                done[(row["budget"], row["alpha"], row["seed"], tuned_l2(row))] = row
     return done
+
+
+def tuned_l2(row: dict) -> float | None:
+    """The L2 weight a tuning run set (its last override), or None for a run at the recipe's (or --set) value."""
+    last = row["overrides"][-1] if row.get("overrides") else ""
+    return float(last.split("=", 1)[1]) if last.startswith("model.l2=") else None
 
 
 def ordered_alphas(alphas: list[float]) -> list[float]:
@@ -110,7 +121,7 @@ def summarise(rows: list[dict]) -> list[dict]:
     out = []
     for budget, alpha in keys:
         group = [r for r in rows if r["budget"] == budget and r["alpha"] == alpha]
-        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group]}
+        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group], "l2": group[0].get("l2")}
         for key in ("test_mse", "val_mse", "test_mse_popular", "test_mse_rare", "train_mse_popular",
                     "train_mse_rare", "embedding_parameters", "model_parameters", "seconds", "best_epoch"):
             values = np.array([r[key] for r in group], dtype=np.float64)
@@ -165,13 +176,33 @@ def efficiency_markdown(eff: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tuning_markdown(tuning: list[dict]) -> str:
+    """Validation MSE of the tuning seed at every L2 value, per (budget, alpha); the chosen value in bold."""
+    if not tuning:
+        return ""
+    grid = sorted({float(v) for t in tuning for v in t["val_mse"]})
+    lines = ["", "Tuning (validation MSE of the tuning seed at each L2 weight; chosen in bold):", "",
+             "| budget | alpha | " + " | ".join(f"L2 {v:g}" for v in grid) + " |",
+             "|---|---|" + "---|" * len(grid)]
+    for t in sorted(tuning, key=lambda t: (t["budget"], t["alpha"])):
+        cells = []
+        for v in grid:
+            value = t["val_mse"].get(str(v))
+            text = "" if value is None else f"{value:.4f}"
+            cells.append(f"**{text}**" if value is not None and v == t["chosen_l2"] else text)
+        lines.append(f"| {t['budget']:.0f} | {t['alpha']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(summary: list[dict], title: str) -> str:
     lines = [f"### {title}", "",
-             "| budget (rows) | alpha | emb. params | model params | test MSE | popular-third MSE | rare-third MSE | "
-             "item dims |", "|---|---|---|---|---|---|---|---|"]
+             "| budget (rows) | alpha | L2 | emb. params | model params | val MSE | test MSE | popular-third MSE | "
+             "rare-third MSE | item dims |", "|---|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
         lines.append(
-            f"| {e['budget']:.0f} | {e['alpha']:.1f} | {e['embedding_parameters']:.0f} | {e['model_parameters']:.0f} "
+            f"| {e['budget']:.0f} | {e['alpha']:.1f} | {'' if e['l2'] is None else format(e['l2'], 'g')} | "
+            f"{e['embedding_parameters']:.0f} | "
+            f"{e['model_parameters']:.0f} | {e['val_mse']:.4f} ± {e['val_mse_std']:.4f} "
             f"| {e['test_mse']:.4f} ± {e['test_mse_std']:.4f} | {e['test_mse_popular']:.4f} ± "
             f"{e['test_mse_popular_std']:.4f} | {e['test_mse_rare']:.4f} ± {e['test_mse_rare_std']:.4f} | "
             f"{e['item_dims']} |")
@@ -227,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--fixed-budget-dim", type=float, default=None)
     parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
+    parser.add_argument("--l2-grid", type=float, nargs="+", default=None,
+                        help="tune model.l2 per (budget, alpha) on the validation split of --tune-seed")
+    parser.add_argument("--tune-seed", type=int, default=0)
+    parser.add_argument("--md-max-budget-dim", type=float, default=None,
+                        help="run MD (alpha > 0) only at budgets up to this many parameters per row")
     parser.add_argument("--out", required=True, help="output prefix (writes .json, .md, .png)")
     args = parser.parse_args(argv)
     recipe = f"md-{args.model}"
@@ -240,25 +276,39 @@ def main(argv: list[str] | None = None) -> int:
     runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
     runs_path.parent.mkdir(parents=True, exist_ok=True)
     done = load_done(runs_path)
-    rows = []
+    rows, tuning = [], []
+
+    def train(budget: float, alpha: float, seed: int, l2: float | None) -> dict:
+        done.update(load_done(runs_path))  # another process may have finished it meanwhile
+        key = (budget, alpha, seed, l2)
+        if key not in done:
+            overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
+                                f"train.seed={seed}"] + ([f"model.l2={l2}"] if l2 is not None else [])
+            row = run_one(recipe, overrides, data, groups)
+            done[key] = row
+            with runs_path.open("a") as handle:
+                handle.write(json.dumps(row) + "\n")
+            print(f"budget {budget:.0f} alpha {alpha} l2 {l2} seed {seed}: val MSE {row['val_mse']:.4f} "
+                  f"test MSE {row['test_mse']:.4f} ({row['embedding_parameters']} emb. params, "
+                  f"{row['seconds']:.1f} s)", flush=True)
+        return done[key]
+
     for alpha in ordered_alphas(args.alphas):
         for dim in args.budget_dims:
             budget = dim * rows_total
             if alpha > 0 and budget <= rows_total:
                 continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
+            if alpha > 0 and args.md_max_budget_dim is not None and dim > args.md_max_budget_dim:
+                continue
+            l2 = None
+            if args.l2_grid:
+                trials = [train(budget, alpha, args.tune_seed, value) for value in args.l2_grid]
+                best = min(trials, key=lambda r: r["val_mse"])
+                l2 = best["l2"]
+                tuning.append({"budget": budget, "alpha": alpha, "chosen_l2": l2,
+                               "val_mse": {str(r["l2"]): r["val_mse"] for r in trials}})
             for seed in range(args.seeds):
-                done.update(load_done(runs_path))  # another process may have finished it meanwhile
-                if (budget, alpha, seed) in done:
-                    rows.append(done[(budget, alpha, seed)])
-                    continue
-                overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
-                                    f"train.seed={seed}"]
-                row = run_one(recipe, overrides, data, groups)
-                rows.append(row)
-                with runs_path.open("a") as handle:
-                    handle.write(json.dumps(row) + "\n")
-                print(f"budget {budget:.0f} alpha {alpha} seed {seed}: test MSE {row['test_mse']:.4f} "
-                      f"({row['embedding_parameters']} emb. params, {row['seconds']:.1f} s)", flush=True)
+                rows.append(train(budget, alpha, seed, l2))
     summary = summarise(rows)
     fixed = args.fixed_budget_dim * rows_total if args.fixed_budget_dim is not None else None
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
@@ -267,11 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     eff = efficiency(summary)
     record = {"command": command, "machine": machine, "dataset": "ml-100k (split seed 0, 80/10/10 random)",
               "recipe": recipe, "rows": rows, "summary": summary, "efficiency": eff,
-              "groups": {"popular_items": int(groups[0].sum()), "rare_items": int(groups[1].sum())}}
+              "groups": {"popular_items": int(groups[0].sum()), "rare_items": int(groups[1].sum())},
+              "tuning": tuning}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"{args.model.upper()} on MovieLens-100k"
     out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title) + "\n"
-                                      + efficiency_markdown(eff))
+                                      + efficiency_markdown(eff) + tuning_markdown(tuning))
     plot(summary, fixed, out.with_suffix(".png"), title)
     print(markdown(summary, title))
     print(efficiency_markdown(eff))

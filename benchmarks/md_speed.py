@@ -5,10 +5,15 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
 * ``uniform@D``   nn.Embedding(N, D), the same base dimension as the MD layer,
 * ``md``          MixedDimensionEmbedding sized by Alg. 1 from base dimension D (k equal-mass blocks, Alg. 3),
 * ``uniform@eq``  nn.Embedding(N, d_eq) with d_eq = round(MD parameters / N): the same parameter budget,
+* ``md-reference`` the same MD layer (same parameters) looked up with
+  :func:`embreg.embeddings.functional.mixed_dimension_lookup_reference` (one gather, one matmul and their
+  autograd nodes per block, as the layer did before the fused lookup), to show what the fused lookup saves,
 
 with dense gradients and with sparse gradients. Each step ends with the gradients released (``grad = None``), as
 an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
-``--warmup`` untimed ones, configurations taken in turn. Memory: bytes of parameters, buffers (the MD index map)
+``--warmup`` untimed ones, configurations taken in turn, on two clocks: wall time and the CPU time of the
+thread (``time.thread_time``; on a shared machine it leaves out the time the process waits for a core, so its
+ratios are the steadier ones). Memory: bytes of parameters, buffers (the MD index map)
 and Adam state after one real Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
 
 Example:
@@ -29,7 +34,21 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from embreg.embeddings import md_embedding, memory_report
+from embreg.embeddings import MixedDimensionEmbedding, md_embedding, memory_report
+from embreg.embeddings.functional import mixed_dimension_lookup_reference
+
+
+class ReferenceLookup(nn.Module):
+    """An MD layer's parameters looked up with the per-block reference lookup (for the before/after ratio)."""
+
+    def __init__(self, md: MixedDimensionEmbedding) -> None:
+        super().__init__()
+        self.md = md
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        md = self.md
+        return mixed_dimension_lookup_reference(md.positions(ids), [b.weight for b in md.blocks],
+                                                [b.projection for b in md.blocks], md.offsets, sparse=md.sparse)
 
 
 def zipf_counts(rows: int, exponent: float) -> torch.Tensor:
@@ -44,23 +63,27 @@ def sample_ids(counts: torch.Tensor, size: int, seed: int) -> torch.Tensor:
     return torch.searchsorted(cdf, u).clamp_max(counts.numel() - 1)
 
 
-def step(module: nn.Module, ids: torch.Tensor) -> None:
+def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor) -> None:
     module(ids).sum().backward()
-    for p in module.parameters():
+    for p in params:
         p.grad = None
 
 
 def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int
-                 ) -> dict[str, list[float]]:
-    times = {name: [] for name in modules}
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and thread-CPU seconds per step, per configuration."""
+    wall = {name: [] for name in modules}
+    cpu = {name: [] for name in modules}
+    params = {name: list(module.parameters()) for name, module in modules.items()}
     for r in range(warmup + reps):
         ids = batches[r % len(batches)]
         for name, module in modules.items():
-            started = time.perf_counter()
-            step(module, ids)
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            step(module, params[name], ids)
             if r >= warmup:
-                times[name].append(time.perf_counter() - started)
-    return times
+                wall[name].append(time.perf_counter() - started)
+                cpu[name].append(time.thread_time() - started_cpu)
+    return wall, cpu
 
 
 def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int
@@ -73,17 +96,27 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
         eq_dim = max(1, round(md.num_parameters / rows))
         modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
-                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse)}
-        times = time_configs(modules, batches, reps, warmup)
-        medians = {name: statistics.median(t) for name, t in times.items()}
+                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-reference": ReferenceLookup(md)}
+        wall, cpu = time_configs(modules, batches, reps, warmup)
+        medians = {name: statistics.median(t) for name, t in wall.items()}
+        cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
+        rows_out = {}
         for name, module in modules.items():
-            out.append({"rows": rows, "base_dim": dim, "batch": batch, "sparse": sparse, "layer": name,
-                        "parameters": sum(p.numel() for p in module.parameters()),
-                        "dims": list(getattr(module, "block_dims", [module.embedding_dim])),
-                        "median_s": medians[name], "ids_per_s": batch / medians[name], "times_s": times[name]})
-        md_rate = batch / medians["md"]
-        out[-2]["vs_same_base_dim"] = md_rate / (batch / medians[f"uniform@{dim}"])
-        out[-2]["vs_same_budget"] = md_rate / (batch / medians[f"uniform@{eq_dim}"])
+            inner = getattr(module, "md", module)
+            rows_out[name] = {"rows": rows, "base_dim": dim, "batch": batch, "sparse": sparse, "layer": name,
+                              "parameters": sum(p.numel() for p in module.parameters()),
+                              "dims": list(getattr(inner, "block_dims", [inner.embedding_dim])),
+                              "median_s": medians[name], "ids_per_s": batch / medians[name],
+                              "cpu_median_s": cpu_medians[name], "cpu_ids_per_s": batch / cpu_medians[name],
+                              "times_s": wall[name], "cpu_times_s": cpu[name]}
+        for name in ("md", "md-reference"):
+            for clock, key in (("", "median_s"), ("cpu_", "cpu_median_s")):
+                rows_out[name][clock + "vs_same_base_dim"] = rows_out[f"uniform@{dim}"][key] / rows_out[name][key]
+                rows_out[name][clock + "vs_same_budget"] = rows_out[f"uniform@{eq_dim}"][key] / rows_out[name][key]
+        rows_out["md"]["speedup_vs_reference"] = rows_out["md-reference"]["median_s"] / rows_out["md"]["median_s"]
+        rows_out["md"]["cpu_speedup_vs_reference"] = (rows_out["md-reference"]["cpu_median_s"]
+                                                      / rows_out["md"]["cpu_median_s"])
+        out.extend(rows_out.values())
     return out
 
 
@@ -134,16 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "note": "shared 2-core machine, other jobs running (nice 15)"}
-    lines = [f"<!-- generated by: {command} -->", "", "| rows | grad | layer | params | dims | ids/s (median) | "
-             "MD vs same base dim | MD vs same budget |", "|---|---|---|---|---|---|---|---|"]
+                          "note": "shared 2-core machine, other jobs running (nice 19)"}
+    lines = [f"<!-- generated by: {command} -->", "",
+             "Throughput: ids per second of forward + backward, median over steps; wall clock / thread CPU time. "
+             "Ratios: the layer's throughput over the uniform layer's (> 1: faster).", "",
+             "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | vs same base dim (wall / CPU) | "
+             "vs same budget (wall / CPU) | fused vs reference (wall / CPU) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["speed"]:
         dims = r["dims"] if len(r["dims"]) <= 8 else r["dims"][:8] + ["..."]
-        ratio1 = f"{r['vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""
-        ratio2 = f"{r['vs_same_budget']:.2f}x" if "vs_same_budget" in r else ""
+        ratio1 = f"{r['vs_same_base_dim']:.2f}x / {r['cpu_vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""
+        ratio2 = f"{r['vs_same_budget']:.2f}x / {r['cpu_vs_same_budget']:.2f}x" if "vs_same_budget" in r else ""
+        ratio3 = (f"{r['speedup_vs_reference']:.2f}x / {r['cpu_speedup_vs_reference']:.2f}x"
+                  if "speedup_vs_reference" in r else "")
         grad = "sparse" if r["sparse"] else "dense"
-        lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | "
-                     f"{dims} | {r['ids_per_s'] / 1e6:.2f} M | {ratio1} | {ratio2} |")
+        lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | {dims} | "
+                     f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | {ratio1} | {ratio2} | {ratio3} |")
     if results["memory"]:
         lines += ["", "| layer | rows | dims | parameters | parameter bytes | buffer bytes | Adam state bytes "
                   "| total |",

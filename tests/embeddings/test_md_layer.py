@@ -139,3 +139,53 @@ def test_sse_wraps_a_mixed_dimension_layer():
     assert all(block.weight.grad is not None for block in layer.blocks[1:])
     wrapped.eval()
     assert torch.equal(wrapped(ids), layer(ids))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fused_lookup_matches_the_reference_in_values_and_gradients(sparse):
+    """The one-node lookup (distinct rows, hand-written backward) against the per-block autograd reference:
+    repeated ids, an unused block, identity and projected blocks, float64."""
+    from embreg.embeddings.functional import mixed_dimension_lookup, mixed_dimension_lookup_reference
+
+    torch.manual_seed(3)
+    rows, dims, base = [5, 7, 4, 9, 6], [6, 4, 3, 6, 1], 6
+    offsets = torch.tensor([0, *torch.tensor(rows).cumsum(0).tolist()])
+    positions = torch.tensor([[0, 4, 4, 30], [10, 10, 10, 0], [21, 29, 5, 11]])  # none in block 2 (rows 12..15)
+    grad_out = torch.randn(3, 4, base, dtype=torch.float64)
+    results = []
+    for lookup in (mixed_dimension_lookup, mixed_dimension_lookup_reference):
+        torch.manual_seed(4)
+        weights = [torch.randn(n, d, dtype=torch.float64, requires_grad=True) for n, d in zip(rows, dims)]
+        projections = [None if d == base else torch.randn(d, base, dtype=torch.float64, requires_grad=True)
+                       for d in dims]
+        out = lookup(positions, weights, projections, offsets, sparse=sparse)
+        (out * grad_out).sum().backward()
+        results.append((out.detach(), [w.grad for w in weights], [p if p is None else p.grad for p in projections]))
+    (fast, fast_w, fast_p), (ref, ref_w, ref_p) = results
+    assert torch.allclose(fast, ref)
+    for a, b in zip(fast_w, ref_w):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.is_sparse == sparse == b.is_sparse
+            assert torch.allclose(a.to_dense(), b.to_dense())
+    assert fast_w[2] is None  # the unused block gets no gradient, as with nn.Embedding ops never called
+    for a, b in zip(fast_p, ref_p):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b)
+
+
+def test_fused_lookup_on_an_empty_batch_and_in_no_grad():
+    layer = _layer(sparse=True)
+    assert layer(torch.zeros(0, 3, dtype=torch.int64)).shape == (0, 3, 8)
+    ids = torch.tensor([[3, 3, 7], [0, 11, 3]])
+    with torch.no_grad():
+        assert torch.allclose(layer(ids), _reference(layer, ids), atol=1e-6)
+
+
+def test_fused_lookup_refuses_second_derivatives_instead_of_getting_them_wrong():
+    layer = _layer()
+    out = layer(torch.arange(12))
+    (grad,) = torch.autograd.grad(out.pow(2).sum(), layer.blocks[1].weight, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grad.sum().backward()

@@ -2,9 +2,14 @@
 
 A row at position ``x`` of block ``i`` (``offsets[i] <= x < offsets[i+1]``) is looked up as
 ``E_i[x - offsets[i]] @ P_i``, or ``E_i[x - offsets[i]]`` where the block has no projection (``d_i == d_bar``).
-Instead of Alg. 2's per-index scan over the offsets, all ids are assigned to blocks at once with a binary
-search, grouped by block with one stable sort, looked up and projected block by block (one gather and one
-matmul per block), and gathered back into their original order.
+Instead of Alg. 2's per-index scan over the offsets, the positions are sorted once: blocks are contiguous
+ranges of positions, so the sorted positions are grouped by block and the block boundaries are a binary search
+of the ``k + 1`` offsets. Each block is then one gather and one matmul, and one gather puts the rows back in
+the input order.
+
+:func:`mixed_dimension_lookup` does this in one autograd node with a hand-written backward (the routing is
+computed once and reused, no per-block autograd bookkeeping); :func:`mixed_dimension_lookup_reference` is the
+same computation from differentiable torch ops, kept as the reference the fast one is tested against.
 """
 
 from __future__ import annotations
@@ -13,14 +18,97 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
-__all__ = ["mixed_dimension_lookup"]
+__all__ = ["mixed_dimension_lookup", "mixed_dimension_lookup_reference"]
 
 
-def _lookup_block(local: torch.Tensor, weight: torch.Tensor, projection: torch.Tensor | None,
-                  sparse: bool) -> torch.Tensor:
-    vectors = F.embedding(local, weight, sparse=sparse)
-    return vectors if projection is None else vectors @ projection
+def _route(flat: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Sorted positions, the sorting permutation and the k + 1 block boundaries in the sorted order."""
+    sorted_positions, order = torch.sort(flat)
+    bounds = torch.searchsorted(sorted_positions, offsets).tolist()
+    return sorted_positions, order, bounds
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
+
+
+class _MixedDimensionLookup(torch.autograd.Function):
+    """One autograd node for the whole lookup. Inputs after the flags: k weights, then k projections (or None).
+
+    Forward: the distinct positions of the batch, sorted (``torch.unique``), are grouped by block by a binary
+    search of the offsets; each block gathers and projects its *distinct* rows only (popular rows repeat many
+    times in a batch, and they sit in the blocks with the largest ``d_i``), and one gather expands them back to
+    the batch. Backward: the output gradient is summed per distinct row once (one ``index_add``), then per block
+    ``grad P_i = E_i[u]^T g_u`` and ``grad E_i[u] = g_u P_i^T``; the sparse gradient of a block is therefore
+    already coalesced.
+    """
+
+    @staticmethod
+    def forward(ctx, flat, offsets, sparse, num_blocks, *tensors):  # noqa: D102 (see mixed_dimension_lookup)
+        weights, projections = tensors[:num_blocks], tensors[num_blocks:]
+        distinct, inverse = torch.unique(flat, sorted=True, return_inverse=True)
+        bounds = torch.searchsorted(distinct, offsets).tolist()
+        # local row of every distinct position, in three ops for all blocks (not one subtraction per block)
+        local_all = distinct - offsets.index_select(0, torch.searchsorted(offsets, distinct, right=True) - 1)
+        first = weights[0]
+        out_dim = projections[0].shape[1] if projections[0] is not None else first.shape[1]
+        out_distinct = first.new_empty(distinct.numel(), out_dim)
+        locals_, rows = [], []
+        for i, (weight, projection) in enumerate(zip(weights, projections)):
+            start, stop = bounds[i], bounds[i + 1]
+            if stop == start:
+                locals_.append(None)
+                rows.append(None)
+                continue
+            local = local_all[start:stop]
+            if projection is None:
+                torch.index_select(weight, 0, local, out=out_distinct[start:stop])
+                block_rows = None
+            else:
+                block_rows = weight.index_select(0, local)
+                torch.mm(block_rows, projection, out=out_distinct[start:stop])
+            locals_.append(local)
+            rows.append(block_rows)
+        ctx.bounds, ctx.locals, ctx.rows, ctx.sparse, ctx.num_blocks = bounds, locals_, rows, sparse, num_blocks
+        ctx.shapes = [w.shape for w in weights]
+        ctx.has_projection = [p is not None for p in projections]
+        ctx.num_distinct = distinct.numel()
+        ctx.save_for_backward(inverse, *_projections_or_empty(projections, first))
+        return out_distinct.index_select(0, inverse)
+
+    @staticmethod
+    @once_differentiable  # a second derivative through this node raises instead of coming out wrong
+    def backward(ctx, grad_out):  # noqa: D102
+        inverse, *saved = ctx.saved_tensors
+        k = ctx.num_blocks
+        # index_add_ is many times slower on a strided source (e.g. the expanded gradient of a sum())
+        grad_out = grad_out.contiguous()
+        grad_distinct = grad_out.new_zeros(ctx.num_distinct, grad_out.shape[1]).index_add_(0, inverse, grad_out)
+        grad_weights, grad_projections = [None] * k, [None] * k
+        for i in range(k):
+            local = ctx.locals[i]
+            if local is None:  # no id of the batch falls in this block: no gradient, as if it were not used
+                continue
+            needs_weight, needs_projection = ctx.needs_input_grad[4 + i], ctx.needs_input_grad[4 + k + i]
+            grad = grad_distinct[ctx.bounds[i]:ctx.bounds[i + 1]]
+            if ctx.has_projection[i]:
+                if needs_projection:
+                    grad_projections[i] = ctx.rows[i].t().mm(grad)
+                grad = grad.mm(saved[i].t()) if needs_weight else None
+            if needs_weight:
+                if ctx.sparse:
+                    grad_weights[i] = torch.sparse_coo_tensor(local.unsqueeze(0), grad, ctx.shapes[i],
+                                                              is_coalesced=True, check_invariants=False)
+                else:
+                    grad_weights[i] = grad.new_zeros(ctx.shapes[i]).index_copy_(0, local, grad)
+        return (None, None, None, None, *grad_weights, *grad_projections)
+
+
+def _projections_or_empty(projections: Sequence[torch.Tensor | None], like: torch.Tensor) -> list[torch.Tensor]:
+    """Projections with ``None`` replaced by an empty tensor (``save_for_backward`` takes tensors only)."""
+    return [p if p is not None else like.new_empty(0) for p in projections]
 
 
 def mixed_dimension_lookup(
@@ -31,7 +119,7 @@ def mixed_dimension_lookup(
     *,
     sparse: bool = False,
 ) -> torch.Tensor:
-    """Looks up and projects rows of a block-factored table (Alg. 2, vectorised).
+    """Looks up and projects rows of a block-factored table (Alg. 2, vectorised, one autograd node).
 
     Args:
         positions: (...) int64 row positions in the blocked order, each in ``[0, offsets[-1])`` (not checked
@@ -42,7 +130,8 @@ def mixed_dimension_lookup(
         sparse: sparse gradients for the ``E_i`` (projections always get dense gradients).
 
     Returns:
-        (..., D) vectors.
+        (..., D) vectors. Differentiable in every ``E_i`` and ``P_i`` (first order: a second derivative raises;
+        use :func:`mixed_dimension_lookup_reference` where second derivatives are needed).
 
     Example:
         >>> E = [torch.ones(2, 4), torch.ones(3, 2)]
@@ -50,25 +139,38 @@ def mixed_dimension_lookup(
         >>> mixed_dimension_lookup(torch.tensor([0, 4]), E, P, torch.tensor([0, 2, 5])).tolist()
         [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
     """
-    flat = positions.reshape(-1)
     out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
-    if len(weights) == 1:
-        return _lookup_block(flat, weights[0], projections[0], sparse).reshape(*positions.shape, out_dim)
-    blocks = torch.searchsorted(offsets[1:], flat, right=True)
-    order = torch.sort(blocks, stable=True).indices
-    counts = torch.bincount(blocks, minlength=len(weights)).tolist()
-    grouped = flat.index_select(0, order)  # index_select: much faster than advanced indexing on CPU
-    parts = []
-    start = 0
-    for i, count in enumerate(counts):
-        if count == 0:
-            continue
-        local = grouped[start:start + count] - offsets[i]
-        parts.append(_lookup_block(local, weights[i], projections[i], sparse))
-        start += count
-    if not parts:
+    if positions.numel() == 0:
         return weights[0].new_zeros(*positions.shape, out_dim)
+    flat = positions.reshape(-1)
+    if len(weights) == 1:
+        vectors = F.embedding(flat, weights[0], sparse=sparse)
+        vectors = vectors if projections[0] is None else vectors @ projections[0]
+        return vectors.reshape(*positions.shape, out_dim)
+    out = _MixedDimensionLookup.apply(flat, offsets, sparse, len(weights), *weights, *projections)
+    return out.reshape(*positions.shape, out_dim)
+
+
+def mixed_dimension_lookup_reference(
+    positions: torch.Tensor,
+    weights: Sequence[torch.Tensor],
+    projections: Sequence[torch.Tensor | None],
+    offsets: torch.Tensor,
+    *,
+    sparse: bool = False,
+) -> torch.Tensor:
+    """:func:`mixed_dimension_lookup` from differentiable torch ops (one gather and matmul per block); twice
+    differentiable, slower. Same arguments and result."""
+    out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
+    if positions.numel() == 0:
+        return weights[0].new_zeros(*positions.shape, out_dim)
+    flat = positions.reshape(-1)
+    sorted_positions, order, bounds = _route(flat, offsets)
+    parts = []
+    for i, (weight, projection) in enumerate(zip(weights, projections)):
+        if bounds[i + 1] == bounds[i]:
+            continue
+        vectors = F.embedding(sorted_positions[bounds[i]:bounds[i + 1]] - offsets[i], weight, sparse=sparse)
+        parts.append(vectors if projection is None else vectors @ projection)
     stacked = torch.cat(parts) if len(parts) > 1 else parts[0]
-    # back to the input order with a gather (index_select), much faster on CPU than scattering with index_copy
-    inverse = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
-    return stacked.index_select(0, inverse).reshape(*positions.shape, out_dim)
+    return stacked.index_select(0, _inverse(order)).reshape(*positions.shape, out_dim)

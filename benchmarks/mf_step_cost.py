@@ -3,8 +3,9 @@
 Targets (issue 2): an MF step with SSE on both tables costs <= 1.05x the plain step (SSE-SE and SSE-Graph);
 an MF epoch (batch 1024, d=64) takes under 2 seconds on 2 cores.
 
-All variants train one shared model and take turns step by step (plain, SSE-SE, SSE-Graph, ..., plain, ...), so
-drifts in machine load hit all of them alike; every step is timed on its own and the ratio of the median step
+All variants train one shared model and take turns step by step (plain, SSE-SE, SSE-Graph, ..., plain, ...; the
+order rotates every round so that no variant always follows the same one), so drifts in machine load hit all of
+them alike; every step is timed on its own and the ratio of the median step
 times is reported. SSE runs twice: with the fused C++ CPU kernel
 (``EMBREG_SSE_KERNEL=on``, the default backend when it builds) and with the tensor-op samplers (``off``).
 
@@ -88,8 +89,11 @@ def main() -> None:
     per_step = {name: [] for name in VARIANTS}
     for r in range(args.rounds):
         chosen = batches[(r * args.steps) % len(batches):][: args.steps]
+        names = list(steps)
+        names = names[r % len(names):] + names[: r % len(names)]  # rotate, so no variant always follows the same one
         for batch in chosen:  # variants take turns step by step; each step is timed on its own
-            for name, (step, _) in steps.items():
+            for name in names:
+                step = steps[name][0]
                 started = time.perf_counter()
                 step(batch)
                 per_step[name].append(time.perf_counter() - started)

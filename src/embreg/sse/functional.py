@@ -74,8 +74,11 @@ def sse_se(
     check_ids_dtype(ids)
     check_num_embeddings(num_embeddings)
     p = check_probability(p)
-    check_ids_range(ids, num_embeddings)
     _check_generator(generator, ids)
+    kernel = _cpu_kernel(ids, generator) if p > 0.0 and ids.numel() > 0 else None
+    if kernel is not None:  # the kernel range-checks every id itself; the Python check only words its error
+        return _with_range_error(ids, num_embeddings, lambda: kernel.sse_se(ids, num_embeddings, p, generator))
+    check_ids_range(ids, num_embeddings)
     if p == 0.0 or ids.numel() == 0:
         return ids
     return _sample_se(ids, num_embeddings, p, generator)
@@ -132,11 +135,25 @@ def sse_graph(
     rho = check_rho(rho)
     if graph.device != ids.device:
         raise EmbregError(f"graph is on {graph.device} but ids are on {ids.device}; call graph.to(ids.device)")
-    check_ids_range(ids, graph.num_nodes)
     _check_generator(generator, ids)
+    kernel = _cpu_kernel(ids, generator) if p > 0.0 and ids.numel() > 0 else None
+    if kernel is not None:
+        return _with_range_error(
+            ids, graph.num_nodes, lambda: kernel.sse_graph(ids, graph.indptr, graph.indices, p, rho, generator)
+        )
+    check_ids_range(ids, graph.num_nodes)
     if p == 0.0 or ids.numel() == 0:
         return ids
     return _sample_graph(ids, graph, p, rho, generator)
+
+
+def _with_range_error(ids: torch.Tensor, num_embeddings: int, call):
+    """``call()``; when the kernel rejects an id, raise the library's range error instead (it names the values)."""
+    try:
+        return call()
+    except RuntimeError:
+        check_ids_range(ids, num_embeddings)
+        raise
 
 
 def transition_matrix(graph: NeighbourGraph, p: float, rho: float) -> torch.Tensor:

@@ -66,8 +66,11 @@ struct Xoshiro256 {
 
   // Uniform integer on [0, bound), bound >= 1, by Lemire's multiply-shift (the high word of next() * bound);
   // no value is more likely than another by more than bound / 2^64.
-  inline int64_t below(int64_t bound) {
-    const unsigned __int128 product = static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(bound);
+  inline int64_t below(int64_t bound) { return scale(next(), bound); }
+
+  // The high word of bits * bound: maps 64 random bits to [0, bound).
+  static inline int64_t scale(uint64_t bits, int64_t bound) {
+    const unsigned __int128 product = static_cast<unsigned __int128>(bits) * static_cast<uint64_t>(bound);
     return static_cast<int64_t>(product >> 64);
   }
 };
@@ -103,15 +106,18 @@ inline void for_each_swap(int64_t begin, int64_t end, double p, Xoshiro256& rng,
 }
 
 // Copies ids into out and returns the first id outside [0, n), or -1 when all are valid.
+// The check is one unsigned comparison (a negative id wraps to a huge value) folded with a branch-free OR, so
+// the compiler vectorises the loop: it runs at about the speed of a plain copy.
 template <typename T>
 inline int64_t copy_checked(const T* ids, T* out, int64_t begin, int64_t end, int64_t n) {
-  bool bad = false;
+  const uint64_t limit = static_cast<uint64_t>(n);
+  uint64_t bad = 0;
   for (int64_t i = begin; i < end; ++i) {
     const T v = ids[i];
     out[i] = v;
-    bad |= static_cast<int64_t>(v) < 0 || static_cast<int64_t>(v) >= n;
+    bad |= static_cast<uint64_t>(static_cast<uint64_t>(static_cast<int64_t>(v)) >= limit);
   }
-  if (!bad) return -1;
+  if (bad == 0) return -1;
   for (int64_t i = begin; i < end; ++i)
     if (static_cast<int64_t>(ids[i]) < 0 || static_cast<int64_t>(ids[i]) >= n) return i;
   return -1;
@@ -176,20 +182,40 @@ at::Tensor sse_graph(const at::Tensor& ids, const at::Tensor& indptr, const at::
   const double others = static_cast<double>(n - 1);
   return run_chunks(ids, n, generator, [&](auto* dst, int64_t begin, int64_t end, Xoshiro256& rng) {
     using T = std::remove_pointer_t<decltype(dst)>;
+    // Swaps with a neighbour candidate are resolved in batches: the random draws happen in swap order as they
+    // are made, but the neighbour lookups (a random read of the CSR columns, often a cache miss) are deferred
+    // and issued together, so the memory reads overlap. Positions ascend, so no deferred write is read early.
+    constexpr int kBatch = 64;
+    int64_t position[kBatch], slot[kBatch], other[kBatch];
+    bool to_neighbour[kBatch];
+    int pending = 0;
+    auto flush = [&] {
+      for (int k = 0; k < pending; ++k) {
+        const int64_t neighbour = col[slot[k]];
+        dst[position[k]] = static_cast<T>(to_neighbour[k] ? neighbour : other[k]);
+      }
+      pending = 0;
+    };
     for_each_swap(begin, end, p, rng, [&](int64_t i) {
       const int64_t current = static_cast<int64_t>(dst[i]);
       const int64_t degree = row[current + 1] - row[current];
       if (degree > 0 && extra_per_neighbour > 0.0) {
         const double extra = extra_per_neighbour * static_cast<double>(degree);
-        // neighbour branch with probability a_j = extra / (extra + N - 1)
-        if (rng.uniform() * (extra + others) < extra) {
-          dst[i] = static_cast<T>(col[row[current] + rng.below(degree)]);
-          return;
-        }
+        // neighbour branch with probability a_j = extra / (extra + N - 1); either branch then uses one more draw,
+        // so both candidates come from the same 64 bits and a select picks one
+        to_neighbour[pending] = rng.uniform() * (extra + others) < extra;
+        const uint64_t bits = rng.next();
+        const int64_t rank = Xoshiro256::scale(bits, n - 1);
+        position[pending] = i;
+        slot[pending] = row[current] + Xoshiro256::scale(bits, degree);
+        other[pending] = rank + (rank >= current ? 1 : 0);
+        if (++pending == kBatch) flush();
+        return;
       }
       const int64_t rank = rng.below(n - 1);
       dst[i] = static_cast<T>(rank + (rank >= current ? 1 : 0));
     });
+    flush();
   });
 }
 

@@ -5,8 +5,8 @@ this script again continues every unfinished run (a larger ``--epochs`` extends 
 collected per-epoch histories go to ``docs/results/dropout-regularizers.json`` and the plots to
 ``docs/results/dropout-regularizers*.png``.
 
-    nice -n 15 python benchmarks/dropout_experiments.py --epochs 8            # everything, in priority order
-    python benchmarks/dropout_experiments.py --only dropout1 r_approx         # a subset
+    OMP_NUM_THREADS=1 nice -n 19 python benchmarks/dropout_experiments.py --epochs 8   # everything, in order
+    python benchmarks/dropout_experiments.py --only r_approx dropout1         # a subset, in this order
     python benchmarks/dropout_experiments.py --report-only                    # just rebuild JSON and plots
 """
 
@@ -33,11 +33,14 @@ CONFIGS: list[tuple[str, str, list[str]]] = [
     ("dropout2", "lm-dropout-k", ["technique.k=2"]),
     ("dropout4", "lm-dropout-k", ["technique.k=4"]),
     ("dropout4_xi", "lm-dropout-k-xi", ["technique.k=4"]),
-    ("r_tilde", "lm-r-tilde", []),
     ("r_identity", "lm-r-identity", []),
-    ("l2_1e-4", "lm-l2", ["train.weight_decay=1e-4"]),
     ("dropout8", "lm-dropout-k", ["technique.k=8"]),
+    ("r_tilde", "lm-r-tilde", []),
+    ("l2_1e-4", "lm-l2", ["train.weight_decay=1e-4"]),
     ("l2_1e-5", "lm-l2", ["train.weight_decay=1e-5"]),
+    ("l2_1e-3", "lm-l2", ["train.weight_decay=1e-3"]),
+    ("l2_3e-5", "lm-l2", ["train.weight_decay=3e-5"]),
+    ("l2_3e-4", "lm-l2", ["train.weight_decay=3e-4"]),
     ("dropout4_two_mask", "lm-dropout-k-two-mask", ["technique.k=4"]),
 ]
 """(label, recipe, overrides) in the order they are run."""
@@ -65,7 +68,8 @@ def plot(results: dict, path: Path) -> None:
 
     panels = [
         ("Fig. 1: Dropout_k", ["none", "dropout1", "dropout2", "dropout4", "dropout8"]),
-        ("Fig. 3: explicit only", ["none", "dropout1", "dropout8", "r_approx", "l2_1e-4", "l2_1e-5"]),
+        ("Fig. 3: explicit only", ["none", "dropout1", "dropout8", "r_approx", "l2_1e-5", "l2_3e-5", "l2_1e-4",
+                                   "l2_3e-4", "l2_1e-3"]),
         ("Fig. 4/2: Dropout_k + noise", ["dropout1", "dropout4", "dropout4_xi", "dropout4_two_mask"]),
         ("Fig. 5 / Sec. 5.2", ["dropout1", "r_approx", "r_approx_xi", "r_tilde", "r_identity"]),
     ]
@@ -93,16 +97,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", default=str(ROOT / "runs" / "dropout-regularizers"))
     parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--only", nargs="*", help="labels to run (default: all, in order)")
+    parser.add_argument("--only", nargs="*", help="labels to run, in the order given (default: all, in CONFIGS order)")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     runs = Path(args.runs)
-    labels = set(args.only) if args.only else None
+    known = {label: (recipe, overrides) for label, recipe, overrides in CONFIGS}
+    unknown = [label for label in args.only or [] if label not in known]
+    if unknown:
+        parser.error(f"--only {unknown}: not in CONFIGS ({sorted(known)})")
+    order = list(dict.fromkeys(args.only)) if args.only else list(known)  # --only runs in the order given
     if not args.report_only:
-        for label, recipe, overrides in CONFIGS:
-            if labels is not None and label not in labels:
-                continue
+        for label in order:
+            recipe, overrides = known[label]
             cfg = load_lm_recipe(recipe, overrides + [f"train.epochs={args.epochs}", "train.progress=false"])
             started = time.time()
             result = run_lm_single(cfg, runs / label, resume=True)
@@ -116,7 +123,8 @@ def report(runs: Path) -> None:
     results = collect(runs)
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": f"{platform.machine()} CPU, torch {torch.__version__}, 1 thread (shared 2-core host)",
-               "command": "nice -n 15 python benchmarks/dropout_experiments.py --epochs 8", "runs": results}
+               "command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/dropout_experiments.py --epochs 8",
+               "runs": results}
     (RESULTS / "dropout-regularizers.json").write_text(json.dumps(payload, indent=1) + "\n")
     if results:
         plot(results, RESULTS / "dropout-regularizers.png")

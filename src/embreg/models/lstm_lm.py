@@ -22,6 +22,44 @@ State = list[tuple[torch.Tensor, torch.Tensor]]
 """One ``(h, c)`` pair per layer, each ``(1, B, H_l)``."""
 
 
+def unrolled_lstm(
+    x: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    w_ih: torch.Tensor,
+    w_hh: torch.Tensor,
+    b_ih: torch.Tensor | None = None,
+    b_hh: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """A single-layer, batch-first LSTM as a Python loop over time: ``nn.LSTM``'s function, built from plain ops.
+
+    The input projection of all time steps is one matrix product; each step adds ``h @ w_hh^T``. Unlike the fused
+    CPU kernel, the graph it leaves is differentiable twice as it stands, so the analytic dropout regularisers (which
+    backpropagate through the backward pass) reuse it instead of recomputing the forward pass for every
+    create-graph backward, and only the gradients they ask for are formed.
+
+    Args:
+        x: ``(B, T, I)``; state: ``(h0, c0)``, each ``(1, B, H)``; weights and biases as in ``nn.LSTM`` (gate order
+            input, forget, cell, output).
+
+    Returns:
+        ``(out (B, T, H), (h_T, c_T))`` with ``h_T, c_T`` of shape ``(1, B, H)``.
+    """
+    h, c = state[0][0], state[1][0]
+    hidden = w_hh.shape[1]
+    bias = b_ih if b_hh is None else (b_hh if b_ih is None else b_ih + b_hh)
+    projected = F.linear(x, w_ih, bias)  # (B, T, 4H)
+    w_hh_t = w_hh.t()
+    outs = []
+    for t in range(x.shape[1]):
+        gates = torch.addmm(projected[:, t], h, w_hh_t)
+        squashed = torch.sigmoid(gates)
+        i, f, o = squashed[:, :hidden], squashed[:, hidden:2 * hidden], squashed[:, 3 * hidden:]
+        c = f * c + i * torch.tanh(gates[:, 2 * hidden:3 * hidden])
+        h = o * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs, dim=1), (h.unsqueeze(0), c.unsqueeze(0))
+
+
 class LSTMLanguageModel(nn.Module):
     """Word-level LSTM LM: embedding -> [locked dropout] -> LSTM layers with locked dropout between -> softmax.
 
@@ -44,6 +82,10 @@ class LSTMLanguageModel(nn.Module):
         projection: optional module mapping the last layer's output to the decoder's input size (down-projection).
         tie: reuse ``embedding.weight`` as the softmax weight (then the decoder input size must be ``E``).
         learn_init: learn the initial ``(h, c)`` of every layer instead of zeros.
+        unroll: while gradients are recorded, run each layer with :func:`unrolled_lstm` (the same function as
+            ``nn.LSTM``) instead of the fused kernel. Slower for plain training, but the analytic dropout
+            regularisers, which differentiate the backward pass, are much cheaper on its graph (the recipes turn it
+            on for them). Evaluation under ``torch.no_grad`` always uses the fused kernel.
 
     Example:
         >>> lm = LSTMLanguageModel.build(vocab_size=50, emb_dim=16, hidden_dim=32, layers=2, q_output=0.4)
@@ -54,6 +96,10 @@ class LSTMLanguageModel(nn.Module):
         >>> lm.loss(batch, out).item() > 0
         True
     """
+
+    loss_is_mean_cross_entropy = True
+    """:meth:`loss` is the mean cross-entropy of ``predictions`` against ``batch["target"]``; the dropout regularisers
+    use this to form ``d loss / d logits`` directly (``(softmax - onehot) / N``)."""
 
     def __init__(
         self,
@@ -68,6 +114,7 @@ class LSTMLanguageModel(nn.Module):
         projection: nn.Module | None = None,
         tie: bool = True,
         learn_init: bool = False,
+        unroll: bool = False,
     ) -> None:
         super().__init__()
         if not rnns:
@@ -100,6 +147,7 @@ class LSTMLanguageModel(nn.Module):
         self.init_h = nn.ParameterList(nn.Parameter(torch.zeros(1, 1, h), requires_grad=learn_init) for h in sizes)
         self.init_c = nn.ParameterList(nn.Parameter(torch.zeros(1, 1, h), requires_grad=learn_init) for h in sizes)
         self._carry: dict = {}
+        self.unroll = unroll
 
     @classmethod
     def build(
@@ -172,8 +220,14 @@ class LSTMLanguageModel(nn.Module):
         x = self.input_dropout(emb)
         new_state: State = []
         last = len(self.rnns) - 1
+        unroll = self.unroll and torch.is_grad_enabled()
         for layer, rnn in enumerate(self.rnns):
-            out, (h, c) = rnn(x, state[layer])
+            if unroll:
+                weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
+                out, (h, c) = unrolled_lstm(x, state[layer], weights["weight_ih_l0"], weights["weight_hh_l0"],
+                                            weights.get("bias_ih_l0"), weights.get("bias_hh_l0"))
+            else:
+                out, (h, c) = rnn(x, state[layer])
             new_state.append((h, c))
             if layer < last:
                 hidden[f"hidden.{layer}"] = out

@@ -51,8 +51,9 @@ def build_lm(cfg: LMRecipeConfig, vocab_size: int) -> LSTMLanguageModel:
     probs = dict(q_embedding=q.embedding, q_input=q.input, q_hidden=q.hidden, q_output=q.output, q_weight=q.weight)
     if not use_dropout:
         probs = {key: 0.0 for key in probs}
+    # the analytic regularisers differentiate the LSTM's backward pass: the unrolled LSTM makes that much cheaper
     return LSTMLanguageModel.build(vocab_size, m.emb_dim, m.hidden_dim, m.layers, proj_dim=m.proj_dim, tie=m.tie,
-                                   init_range=m.init_range, learn_init=m.learn_init, **probs)
+                                   init_range=m.init_range, learn_init=m.learn_init, unroll=not use_dropout, **probs)
 
 
 def _site_values(cfg: LMRecipeConfig, fixed: float | None, from_q) -> dict[str, float]:

@@ -29,3 +29,15 @@ def clean_pass(ctx: StepContext) -> tuple[ModelOutput, torch.Tensor]:
         result = (output, model.loss(ctx.batch, output))
     ctx.extras[_KEY] = result
     return result
+
+
+def clean_probs(ctx: StepContext, logits: torch.Tensor) -> torch.Tensor:
+    """``softmax`` of the clean pass's ``logits`` as ``(N, C)`` rows, in the graph, computed once per step.
+
+    Shared by R_approx (label draws and ``D l_{y_hat}``) and xi_approx (``D l_y``) in Alg. 2, so the ``N x C``
+    softmax and its backward run once.
+    """
+    key = f"{_KEY}.probs.{id(logits)}"
+    if key not in ctx.extras:
+        ctx.extras[key] = torch.softmax(logits.reshape(-1, logits.shape[-1]), dim=-1)
+    return ctx.extras[key]

@@ -9,7 +9,7 @@ import torch
 
 from embreg.errors import EmbregError
 from embreg.regularizers.base import StepContext
-from embreg.regularizers.dropout.clean_pass import clean_pass
+from embreg.regularizers.dropout.clean_pass import clean_pass, clean_probs
 from embreg.regularizers.dropout.functional import dropout_variance, r_approx, r_approx_identity, r_tilde_approx
 from embreg.regularizers.dropout.sites import Coefficients, SiteStructure, model_sites, per_site, resolve_names
 
@@ -86,7 +86,7 @@ class ExplicitDropoutRegularizer:
         coefficients = per_site(self.coefficients, names)
         logits = output.predictions
         if self.form == "hessian":
-            return r_approx(logits, sites, coefficients, samples=self.samples)
+            return r_approx(logits, sites, coefficients, samples=self.samples, probs=clean_probs(ctx, logits))
         if self.form == "identity":
             return r_approx_identity(logits, sites, coefficients)
         return r_tilde_approx(logits, ctx.batch["target"], sites, coefficients)

@@ -70,8 +70,37 @@ def sample_labels(logits: torch.Tensor, *, generator: torch.Generator | None = N
         [1, 0]
     """
     rows = _rows(logits.detach())
-    probs = torch.softmax(rows.float(), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1])
+    return _categorical(torch.softmax(rows.float(), dim=-1), generator).reshape(logits.shape[:-1])
+
+
+def _categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row of ``probs`` ``(N, C)`` by inversion of the cumulative distribution, in two stages.
+
+    With ``u ~ U[0, total)``, class ``c`` is returned when ``cdf[c-1] <= u < cdf[c]``, which has probability
+    ``p_c / total``: exact sampling from the categorical distribution up to floating-point rounding (block sums in
+    the input's precision, cumulative sums in float64). To avoid a cumulative
+    sum over all ``N x C`` entries, the classes are cut into about ``sqrt(C)`` blocks: ``u`` first picks a block by
+    the cumulative block sums, then a class inside it by the cumulative sum of that block alone (the same inversion,
+    since ``cdf[c] = cdf_blocks[k-1] + cdf_within_block[c]``). It replaces ``torch.multinomial``, which on CPU draws
+    one exponential variate per class and row and was the single most expensive operation of an R_approx step.
+    """
+    probs = probs.detach()
+    n, c = probs.shape
+    root = max(1, int(round(c ** 0.5)))
+    width = next((w for w in range(root, 2 * root + 1) if c % w == 0), root)  # a divisor of C avoids padding
+    blocks = -(-c // width)
+    if blocks * width != c:
+        probs = torch.cat([probs, probs.new_zeros(n, blocks * width - c)], dim=1)
+    grid = probs.reshape(n, blocks, width)
+    block_cdf = grid.sum(dim=-1).to(torch.float64).cumsum(dim=-1)  # (N, blocks)
+    u = torch.rand(n, 1, generator=generator, dtype=torch.float64, device=probs.device) * block_cdf[:, -1:]
+    block = torch.searchsorted(block_cdf, u, right=True).clamp_(max=blocks - 1)  # (N, 1)
+    before = torch.where(block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(u))
+    inner = grid.gather(1, block.unsqueeze(-1).expand(n, 1, width)).squeeze(1).to(torch.float64).cumsum(dim=-1)
+    # rounding can leave u - before at or above the block's own total: take the block's last class of nonzero mass
+    last = (inner < inner[:, -1:]).sum(dim=-1, keepdim=True)
+    inside = torch.minimum(torch.searchsorted(inner, u - before, right=True), last)
+    return (block * width + inside).reshape(-1).clamp_(max=c - 1)  # never a padding column
 
 
 def summed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -99,6 +128,40 @@ def mask_gradients(
     return out
 
 
+def logit_gradients(
+    logits: torch.Tensor, logits_grad: torch.Tensor, sites: Sequence[DropoutSite], *, create_graph: bool = True
+) -> list[torch.Tensor]:
+    """``reduce(J_{F,i}^T g * h_i)`` for each site: :func:`mask_gradients` of a loss whose gradient at ``F`` is ``g``.
+
+    ``logits_grad`` (shaped like ``logits``) may itself depend on the graph (e.g. ``softmax(F) - onehot(y)``), so the
+    result is differentiated through both the network and ``g``. This is one reverse pass from the logits, the same
+    pass :func:`mask_gradients` makes after the loss's own backward, without the cross-entropy's backward graph
+    (whose double backward is several passes over the ``N x C`` logits).
+    """
+    tensors = [site.tensor for site in sites]
+    grads = torch.autograd.grad(logits, tensors, grad_outputs=logits_grad, create_graph=create_graph,
+                                retain_graph=True, allow_unused=True)
+    out = []
+    for site, grad in zip(sites, grads):
+        if grad is None:
+            raise EmbregError("a dropout site does not influence the loss; was it computed in this forward pass?")
+        out.append(site.reduce(grad * site.tensor))
+    return out
+
+
+def cross_entropy_logit_grad(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``softmax(F) - onehot(y)`` row by row: the gradient of ``sum_n loss_ce(F_n, y_n)`` at ``F``.
+
+    Args:
+        probs: ``(N, C)`` ``softmax(F)``, in the graph (its derivative with respect to ``F`` is ``H_out``).
+        labels: ``N`` classes, any shape (no gradient).
+    """
+    index = labels.reshape(-1, 1)
+    if index.shape[0] != probs.shape[0]:
+        raise EmbregError(f"{index.shape[0]} labels for {probs.shape[0]} rows of probabilities")
+    return probs.scatter_add(-1, index, -probs.new_ones(index.shape))
+
+
 def r_approx(
     logits: torch.Tensor,
     sites: Mapping[str, DropoutSite],
@@ -106,6 +169,7 @@ def r_approx(
     *,
     samples: int = 1,
     generator: torch.Generator | None = None,
+    probs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Unbiased sampled estimate of ``sum_i lambda_i <J_{F,i}^T H_out J_{F,i}, diag(h_i^2)>`` (eq. 4.4, Alg. 3).
 
@@ -115,7 +179,11 @@ def r_approx(
     vanish in expectation since each ``D l_{y_hat}`` has mean zero, so masks shared across time or words are handled
     by the same formula.
 
-    Cost: one extra backward with ``create_graph`` per sample, then the double backward of the result.
+    Cost: one extra backward with ``create_graph`` per sample, then the double backward of the result. The loss
+    gradient ``softmax(F) - onehot(y_hat)`` is formed directly from one shared softmax (the same function as the
+    cross-entropy's gradient, so the same derivatives) instead of differentiating a cross-entropy twice, and labels
+    are drawn by inverting the cumulative distribution; both keep the estimator and remove most passes over the
+    ``N x C`` logits.
 
     Args:
         logits: ``(..., C)`` clean-forward logits ``F(x)`` (no dropout), in the graph of ``sites``.
@@ -123,6 +191,8 @@ def r_approx(
         coefficients: ``{name: lambda_i}``; App. D.1 uses ``q / (1 - q)`` for every site.
         samples: label draws averaged (Table 3's "R_approx, 8 samples").
         generator: optional generator for the label draws (default: torch's global one).
+        probs: ``softmax(logits)`` as ``(N, C)`` rows, in the graph, when the caller has it already (it is shared with
+            :func:`xi_approx_surrogate` in Alg. 2); computed here otherwise.
 
     Returns:
         A scalar, averaged over the ``N`` predictions.
@@ -140,11 +210,15 @@ def r_approx(
     if not active:
         return logits.new_zeros(())
     chosen = [sites[name] for name, _ in active]
-    n = _rows(logits).shape[0]
+    rows = _rows(logits)
+    n = rows.shape[0]
+    if probs is None:
+        probs = torch.softmax(rows, dim=-1)  # shared by the label draws and every sample's loss gradient
     total = logits.new_zeros(())
     for _ in range(samples):
-        loss = summed_cross_entropy(logits, sample_labels(logits, generator=generator))
-        for (_, coef), grad in zip(active, mask_gradients(loss, chosen)):
+        labels = _categorical(probs, generator)  # no gradient through the sampling (Alg. 3)
+        dlogits = cross_entropy_logit_grad(probs, labels).reshape(logits.shape)  # D l_{y_hat}, graph through F
+        for (_, coef), grad in zip(active, logit_gradients(logits, dlogits, chosen)):
             total = total + coef * grad.pow(2).sum()
     return total / (samples * n)
 
@@ -173,11 +247,12 @@ def r_tilde_approx(
     if not active:
         return logits.new_zeros(())
     chosen = [sites[name] for name, _ in active]
-    loss = summed_cross_entropy(logits, labels)
+    rows = _rows(logits)
+    dlogits = cross_entropy_logit_grad(torch.softmax(rows, dim=-1), labels).reshape(logits.shape)  # D l_y
     total = logits.new_zeros(())
-    for (_, coef), grad in zip(active, mask_gradients(loss, chosen)):
+    for (_, coef), grad in zip(active, logit_gradients(logits, dlogits, chosen)):
         total = total + coef * grad.pow(2).sum()
-    return total / _rows(logits).shape[0]
+    return total / rows.shape[0]
 
 
 def rademacher(shape: Sequence[int], *, like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -228,6 +303,8 @@ def xi_approx_surrogate(
     coefficients: Mapping[str, float],
     *,
     generator: torch.Generator | None = None,
+    logits: torch.Tensor | None = None,
+    logits_grad: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A scalar whose gradient is the update noise ``xi_approx`` of eq. 4.6, and whose value is exactly zero.
 
@@ -241,6 +318,10 @@ def xi_approx_surrogate(
         coefficients: ``{name: lambda_2 scale}``; App. D.1 uses ``sqrt(q / (1 - q))`` (and Alg. 4 multiplies it by
             ``sqrt(1 - 1/k)``). The noise covariance scales with the square of the coefficient.
         generator: optional generator for ``eta``.
+        logits, logits_grad: optionally the network output ``F`` and ``d loss / dF`` as a tensor in the graph (for
+            the mean cross-entropy, ``(softmax(F) - onehot(y)) / N``); the site gradients are then one reverse pass
+            from ``F`` (:func:`logit_gradients`) instead of a pass through the loss's own backward graph. Same value,
+            same derivatives, fewer passes over the ``N x C`` logits.
 
     Example:
         >>> h = torch.randn(4, 3, requires_grad=True)
@@ -253,8 +334,14 @@ def xi_approx_surrogate(
     if not active:
         return loss.new_zeros(())
     chosen = [sites[name] for name, _ in active]
+    if (logits is None) != (logits_grad is None):
+        raise EmbregError("give both logits and logits_grad (d loss / d logits), or neither")
+    if logits is not None and tuple(logits_grad.shape) != tuple(logits.shape):
+        raise EmbregError(f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape "
+                          f"{tuple(logits.shape)}")
+    grads = mask_gradients(loss, chosen) if logits is None else logit_gradients(logits, logits_grad, chosen)
     s = loss.new_zeros(())
-    for (_, coef), site, grad in zip(active, chosen, mask_gradients(loss, chosen)):
+    for (_, coef), site, grad in zip(active, chosen, grads):
         eta = rademacher(grad.shape, like=grad, generator=generator)
         s = s + coef * (grad * eta).sum()
     return s - s.detach()

@@ -15,8 +15,8 @@ import torch
 from embreg.errors import EmbregError
 from embreg.nn.dropout_control import dropout_active
 from embreg.regularizers.base import StepContext
-from embreg.regularizers.dropout.clean_pass import clean_pass
-from embreg.regularizers.dropout.functional import dropout_variance, xi_approx_surrogate
+from embreg.regularizers.dropout.clean_pass import clean_pass, clean_probs
+from embreg.regularizers.dropout.functional import cross_entropy_logit_grad, dropout_variance, xi_approx_surrogate
 from embreg.regularizers.dropout.sites import Coefficients, SiteStructure, model_sites, per_site, resolve_names
 
 
@@ -78,7 +78,16 @@ class ImplicitDropoutNoise:
         output, loss = clean_pass(ctx)
         sites = model_sites(ctx.model, ctx.batch, output, self.structure)
         names = resolve_names(sites, self.sites)
-        return xi_approx_surrogate(loss, sites, per_site(self.coefficients, names))
+        coefficients = per_site(self.coefficients, names)
+        if getattr(ctx.model, "loss_is_mean_cross_entropy", False) and "target" in ctx.batch:
+            # d loss / dF = (softmax(F) - onehot(y)) / N, from the softmax R_approx shares (same value, fewer passes);
+            # the surrogate is linear in d loss / dF, so the 1 / N goes into the coefficients (no N x C division)
+            logits = output.predictions
+            probs = clean_probs(ctx, logits)
+            dlogits = cross_entropy_logit_grad(probs, ctx.batch["target"]).reshape(logits.shape)
+            scaled = {name: value / probs.shape[0] for name, value in coefficients.items()}
+            return xi_approx_surrogate(loss, sites, scaled, logits=logits, logits_grad=dlogits)
+        return xi_approx_surrogate(loss, sites, coefficients)
 
     def __repr__(self) -> str:
         return f"ImplicitDropoutNoise(coefficients={self.coefficients}, sites={self.sites}, structure={self.structure!r})"

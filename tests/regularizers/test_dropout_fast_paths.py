@@ -1,0 +1,169 @@
+"""The cheaper computations of R_approx, R~_approx and xi_approx give the same estimator as the textbook ones."""
+
+import pytest
+import torch
+
+from embreg.models import LSTMLanguageModel
+from embreg.nn import DropoutSite
+from embreg.regularizers.base import StepContext
+from embreg.regularizers.dropout import ImplicitDropoutNoise, r_approx, r_tilde_approx, xi_approx_surrogate
+from embreg.regularizers.dropout.functional import _categorical, mask_gradients, summed_cross_entropy
+import _dropout_tiny as _tiny
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+LAM = {"h1": 0.7, "h2": 1.3}
+
+
+def _grads(value, params):
+    return torch.autograd.grad(value, params, retain_graph=True)
+
+
+@pytest.mark.parametrize("classes", [2, 3, 7, 12, 37])
+def test_categorical_sampler_matches_the_probabilities(classes):
+    g = torch.Generator().manual_seed(classes)
+    logits = torch.randn(3, classes, generator=g, dtype=torch.float64) * 1.5
+    if classes > 2:
+        logits[:, 1] = -float("inf")  # a class of probability zero is never drawn
+    probs = torch.softmax(logits, -1)
+    draws = 20000
+    rows = probs.repeat(draws, 1)  # every row an independent draw
+    labels = _categorical(rows, torch.Generator().manual_seed(0)).reshape(draws, 3)
+    assert labels.min() >= 0 and labels.max() < classes
+    for r in range(3):
+        freq = torch.bincount(labels[:, r], minlength=classes).double() / draws
+        stderr = (probs[r] * (1 - probs[r]) / draws).sqrt()
+        assert ((freq - probs[r]).abs() <= 5 * stderr + 1e-12).all(), (freq, probs[r])
+        if classes > 2:
+            assert freq[1] == 0
+
+
+def test_r_approx_equals_the_cross_entropy_double_backward_form_for_the_same_labels():
+    p = _tiny.params()
+    x, _ = _tiny.inputs(n=5)
+    h1, h2, logits = _tiny.forward(p, x)
+    sites = {"h1": DropoutSite(h1), "h2": DropoutSite(h2)}
+    fast = r_approx(logits, sites, LAM, samples=3, generator=torch.Generator().manual_seed(4))
+    gen = torch.Generator().manual_seed(4)
+    probs = torch.softmax(logits, -1)
+    slow = logits.new_zeros(())
+    for _ in range(3):
+        labels = _categorical(probs, gen)
+        loss = summed_cross_entropy(logits, labels)
+        for name, grad in zip(LAM, mask_gradients(loss, [sites[n] for n in LAM])):
+            slow = slow + LAM[name] * grad.pow(2).sum()
+    slow = slow / (3 * logits.shape[0])
+    params = list(p.values())
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-14)
+    for a, b in zip(_grads(fast, params), _grads(slow, params)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_r_tilde_equals_the_cross_entropy_double_backward_form():
+    p = _tiny.params()
+    x, y = _tiny.inputs(n=5)
+    h1, h2, logits = _tiny.forward(p, x)
+    sites = {"h1": DropoutSite(h1), "h2": DropoutSite(h2)}
+    fast = r_tilde_approx(logits, y, sites, LAM)
+    loss = summed_cross_entropy(logits, y)
+    slow = sum(LAM[n] * g.pow(2).sum() for n, g in zip(LAM, mask_gradients(loss, [sites[n] for n in LAM])))
+    slow = slow / logits.shape[0]
+    params = list(p.values())
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-14)
+    for a, b in zip(_grads(fast, params), _grads(slow, params)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_xi_from_the_logit_gradient_equals_xi_from_the_loss():
+    p = _tiny.params()
+    x, y = _tiny.inputs(n=5)
+    h1, h2, logits = _tiny.forward(p, x)
+    sites = {"h1": DropoutSite(h1), "h2": DropoutSite(h2)}
+    loss = torch.nn.functional.cross_entropy(logits, y)
+    slow = xi_approx_surrogate(loss, sites, LAM, generator=torch.Generator().manual_seed(2))
+    dlogits = (torch.softmax(logits, -1) - torch.nn.functional.one_hot(y, logits.shape[-1])) / logits.shape[0]
+    fast = xi_approx_surrogate(loss, sites, LAM, generator=torch.Generator().manual_seed(2), logits=logits,
+                               logits_grad=dlogits)
+    assert fast.item() == 0.0
+    params = list(p.values())
+    for a, b in zip(_grads(fast, params), _grads(slow, params)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_the_lm_noise_takes_the_logit_path_and_matches_the_loss_path():
+    torch.manual_seed(0)
+    model = LSTMLanguageModel.build(vocab_size=30, emb_dim=8, hidden_dim=8, layers=1).double()
+    g = torch.Generator().manual_seed(3)
+    batch = {"input": torch.randint(0, 30, (3, 6), generator=g), "target": torch.randint(0, 30, (3, 6), generator=g)}
+    noise = ImplicitDropoutNoise(0.8)
+    params = [q for q in model.parameters() if q.requires_grad]
+
+    def gradient(fast: bool):
+        out = model(batch)
+        loss = model.loss(batch, out)
+        torch.manual_seed(11)  # the same eta
+        if fast:
+            value = noise.penalty(StepContext(model, batch, out, loss))
+        else:
+            sites = {n: s.with_structure("element") for n, s in model.dropout_sites(batch, out).items()}
+            value = xi_approx_surrogate(loss, sites, {n: 0.8 for n in sites})
+        return torch.autograd.grad(value, params, allow_unused=True)
+
+    for a, b in zip(gradient(True), gradient(False)):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_logit_path_needs_both_arguments():
+    h = torch.randn(4, 3, requires_grad=True)
+    logits = h @ torch.randn(3, 5)
+    with pytest.raises(Exception, match="both logits and logits_grad"):
+        xi_approx_surrogate(logits.sum(), {"h": DropoutSite(h)}, {"h": 1.0}, logits=logits)
+
+
+def test_unrolled_lstm_equals_nn_lstm_in_value_and_first_and_second_derivatives():
+    from embreg.models.lstm_lm import unrolled_lstm
+
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, batch_first=True).double()
+    x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    state = (torch.randn(1, 2, 4, dtype=torch.float64), torch.randn(1, 2, 4, dtype=torch.float64))
+    ref_out, (ref_h, ref_c) = lstm(x, state)
+    out, (h, c) = unrolled_lstm(x, state, lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(h, ref_h)
+    torch.testing.assert_close(c, ref_c)
+    weights = (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0)
+    assert torch.autograd.gradgradcheck(lambda xx, *w: unrolled_lstm(xx, state, *w)[0], (x, *weights))
+
+
+def test_r_approx_and_xi_give_the_same_gradients_with_the_unrolled_lstm():
+    from embreg.regularizers.dropout import algorithm2
+
+    g = torch.Generator().manual_seed(3)
+    batch = {"input": torch.randint(0, 30, (3, 6), generator=g), "target": torch.randint(0, 30, (3, 6), generator=g)}
+    grads = []
+    for unroll in (False, True):
+        torch.manual_seed(0)
+        model = LSTMLanguageModel.build(vocab_size=30, emb_dim=8, hidden_dim=8, layers=2, unroll=unroll).double()
+        params = [q for q in model.parameters() if q.requires_grad]
+        out = model(batch)
+        loss = model.loss(batch, out)
+        ctx = StepContext(model, batch, out, loss)
+        torch.manual_seed(5)  # the same sampled labels and signs
+        total = loss + sum(r.penalty(ctx) for r in algorithm2(0.4).regularizers)
+        grads.append(torch.autograd.grad(total, params, allow_unused=True))
+    for a, b in zip(*grads):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)

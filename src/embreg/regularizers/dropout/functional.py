@@ -118,14 +118,7 @@ def mask_gradients(
         sites: the sites.
         create_graph: keep the graph so the result can be differentiated again (needed for training).
     """
-    tensors = [site.tensor for site in sites]
-    grads = torch.autograd.grad(loss, tensors, create_graph=create_graph, retain_graph=True, allow_unused=True)
-    out = []
-    for site, grad in zip(sites, grads):
-        if grad is None:
-            raise EmbregError("a dropout site does not influence the loss; was it computed in this forward pass?")
-        out.append(site.reduce(grad * site.tensor))
-    return out
+    return _reduced_site_gradients(loss, None, sites, create_graph)
 
 
 def logit_gradients(
@@ -138,9 +131,15 @@ def logit_gradients(
     pass :func:`mask_gradients` makes after the loss's own backward, without the cross-entropy's backward graph
     (whose double backward is several passes over the ``N x C`` logits).
     """
-    tensors = [site.tensor for site in sites]
-    grads = torch.autograd.grad(logits, tensors, grad_outputs=logits_grad, create_graph=create_graph,
-                                retain_graph=True, allow_unused=True)
+    return _reduced_site_gradients(logits, logits_grad, sites, create_graph)
+
+
+def _reduced_site_gradients(
+    output: torch.Tensor, grad_output: torch.Tensor | None, sites: Sequence[DropoutSite], create_graph: bool
+) -> list[torch.Tensor]:
+    """``reduce(d<output, grad_output>/dh_i * h_i)`` per site, keeping the graph for a second differentiation."""
+    grads = torch.autograd.grad(output, [site.tensor for site in sites], grad_outputs=grad_output,
+                                create_graph=create_graph, retain_graph=True, allow_unused=True)
     out = []
     for site, grad in zip(sites, grads):
         if grad is None:

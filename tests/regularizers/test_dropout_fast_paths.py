@@ -11,12 +11,6 @@ from embreg.regularizers.dropout.functional import _categorical, mask_gradients,
 import _dropout_tiny as _tiny
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 LAM = {"h1": 0.7, "h2": 1.3}

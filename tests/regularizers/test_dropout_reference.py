@@ -37,13 +37,6 @@ def _assert_mc_mean(draws, exact, sigmas=4.0):
 LAM = {"h1": 0.7, "h2": 1.3}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Thousands of tiny autograd calls: extra threads only add synchronisation."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _replicated(p, x, copies):

@@ -22,13 +22,6 @@ from embreg.regularizers.dropout import (
     resolve_names,
 )
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Many small autograd calls: extra threads only add synchronisation on a loaded machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 Q = dict(q_input=0.4, q_hidden=0.4, q_output=0.4, q_weight=0.4, q_embedding=0.1)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from _finetune_tiny import tiny_classifier, tiny_hf_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import tiny_classifier, tiny_hf_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import L2SP, StepContext
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from _finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import LNSR, StepContext
 from embreg.regularizers.lnsr import noise_stability_terms

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from _finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier
 from embreg.errors import ConfigError
 from embreg.models import ModelOutput
 from embreg.models.hidden_states import hidden_states_dict

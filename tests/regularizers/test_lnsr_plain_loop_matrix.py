@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _finetune_tiny import tiny_batch, tiny_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import tiny_batch, tiny_classifier
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout
 from embreg.train.batches import TensorBatches
 from embreg.train.text_evaluation import TextEvaluator

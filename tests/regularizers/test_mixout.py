@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from _finetune_tiny import tiny_batch, tiny_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import tiny_batch, tiny_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import Mixout, MixoutLinear
 from embreg.regularizers.mixout import mixout_weight

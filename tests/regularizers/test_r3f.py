@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _finetune_tiny import tiny_batch, tiny_classifier, one_thread  # noqa: F401 (one_thread: autouse)
+from _finetune_tiny import tiny_batch, tiny_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import R3F, StepContext
 from embreg.regularizers.divergence import prediction_divergence, symmetric_kl

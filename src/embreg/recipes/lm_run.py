@@ -19,10 +19,10 @@ from embreg.recipes.lm_builders import (
 from embreg.recipes.lm_schema import LMRecipeConfig
 from embreg.recipes.registry import recipe_path
 from embreg.recipes.seed_series import run_seed_series
+from embreg.recipes.trainer_setup import build_trainer
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.optim import optimizer_factory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import FitResult, Trainer
+from embreg.train.trainer import FitResult
 
 
 def is_lm_recipe(name_or_path: str | Path) -> bool:
@@ -63,22 +63,8 @@ def run_lm_single(cfg: LMRecipeConfig, out_dir: str | Path | None, *, resume: bo
         record.update(split_seed=cfg.data.split_seed, fractions=cfg.data.split,
                       articles={k: v for k, v in corpus.articles.items()})
         atomic_write_json(run_dir / "corpus.json", record)
-    monitor, mode = cfg.monitor
-    trainer = Trainer(
-        model,
-        optimizer_factory(t.optimizer, t.lr, t.weight_decay),
-        build_lm_batches(cfg, corpus),
-        build_lm_evaluator(cfg, corpus),
-        epochs=t.epochs,
-        monitor=monitor,
-        mode=mode,
-        patience=t.patience,
-        clip_norm=t.clip_norm,
-        regularizers=rule.regularizers,
-        objective=rule.objective,
-        run_dir=run_dir,
-        progress=t.progress,
-    )
+    trainer = build_trainer(t, cfg.monitor, model, build_lm_batches(cfg, corpus), build_lm_evaluator(cfg, corpus),
+                            run_dir=run_dir, regularizers=rule.regularizers, objective=rule.objective)
     result = trainer.fit(resume=resume)
     if run_dir is not None:
         atomic_write_text(run_dir / "report.md", _report(cfg, result))

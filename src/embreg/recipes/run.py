@@ -13,11 +13,11 @@ import yaml
 from embreg.config import to_dict
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
 from embreg.recipes.seed_series import run_seed_series
+from embreg.recipes.trainer_setup import build_trainer
 from embreg.recipes.schema import RecipeConfig
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.optim import optimizer_factory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import FitResult, Trainer
+from embreg.train.trainer import FitResult
 
 
 def run_single(cfg: RecipeConfig, out_dir: str | Path | None, *, resume: bool = False) -> FitResult:
@@ -32,22 +32,9 @@ def run_single(cfg: RecipeConfig, out_dir: str | Path | None, *, resume: bool = 
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
         _write_split_record(run_dir, cfg, data.split)
     model = build_model(cfg, data)
-    monitor, mode = cfg.monitor
     t = cfg.train
-    trainer = Trainer(
-        model,
-        optimizer_factory(t.optimizer, t.lr, t.weight_decay),
-        build_batches(cfg, data),
-        build_evaluator(cfg, data),
-        epochs=t.epochs,
-        monitor=monitor,
-        mode=mode,
-        patience=t.patience,
-        clip_norm=t.clip_norm,
-        run_dir=run_dir,
-        eval_train=t.eval_train and cfg.task == "rating",
-        progress=t.progress,
-    )
+    trainer = build_trainer(t, cfg.monitor, model, build_batches(cfg, data), build_evaluator(cfg, data),
+                            run_dir=run_dir, eval_train=t.eval_train and cfg.task == "rating")
     result = trainer.fit(resume=resume)
     if run_dir is not None:
         atomic_write_text(run_dir / "report.md", _report(cfg, result.metrics))

@@ -50,12 +50,14 @@ def unrolled_lstm(
     projected = F.linear(x, w_ih, bias)  # (B, T, 4H)
     w_hh_t = w_hh.t()
     outs = []
-    for t in range(x.shape[1]):
-        gates = torch.addmm(projected[:, t], h, w_hh_t)
-        squashed = torch.sigmoid(gates)
-        i, f, o = squashed[:, :hidden], squashed[:, hidden:2 * hidden], squashed[:, 3 * hidden:]
-        c = f * c + i * torch.tanh(gates[:, 2 * hidden:3 * hidden])
-        h = o * torch.tanh(c)
+    # unbind and split have one backward node each (a stack / a cat); indexing a slice per step would make every
+    # step's backward allocate and sum a zero tensor of the whole input: quadratic in T, and again in the double
+    # backward of the analytic regularisers
+    for projected_t in projected.unbind(1):
+        gates = torch.addmm(projected_t, h, w_hh_t)
+        gate_i, gate_f, gate_g, gate_o = gates.split(hidden, dim=1)
+        c = torch.sigmoid(gate_f) * c + torch.sigmoid(gate_i) * torch.tanh(gate_g)
+        h = torch.sigmoid(gate_o) * torch.tanh(c)
         outs.append(h)
     return torch.stack(outs, dim=1), (h.unsqueeze(0), c.unsqueeze(0))
 

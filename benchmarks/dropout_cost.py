@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -141,6 +144,8 @@ def main() -> None:
     parser.add_argument("--bptt", type=int, default=35)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--host-note", default="shared 2-core host under load from other jobs",
+                        help="how busy the machine was (recorded with the results)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     steps = {name: make_step(overrides, args) for name, overrides in TECHNIQUES}
@@ -161,10 +166,11 @@ def main() -> None:
              "ratio_rounds": statistics.median(a / b for a, b in zip(t, times["Dropout_1"])),
              "saved_mb": memory[name], "times_s": t}
             for name, t in times.items()]
-    command = ("OMP_NUM_THREADS=1 nice -n 19 python benchmarks/dropout_cost.py " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items() if k != "tag")).strip()
+    threads_env = os.environ.get("OMP_NUM_THREADS")
+    command = ((f"OMP_NUM_THREADS={threads_env} " if threads_env else "") + "python benchmarks/dropout_cost.py "
+               + " ".join(shlex.quote(a) for a in sys.argv[1:])).strip()
     machine = f"{platform.machine()} CPU ({platform.processor() or 'unknown'}), torch {torch.__version__}, " \
-              f"{args.threads} thread(s), shared 2-core host under load from other jobs"
+              f"{args.threads} thread(s), {args.host_note}"
     payload = {"command": command, "machine": machine, "rows": rows, "args": vars(args)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     suffix = f"-{args.tag}" if args.tag else ""

@@ -161,3 +161,30 @@ def test_r_approx_and_xi_give_the_same_gradients_with_the_unrolled_lstm():
             assert a is None and b is None
         else:
             torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def _graph_node_names(root) -> list[str]:
+    seen, stack, names = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_unrolled_lstm_graph_has_no_per_step_slices_of_the_sequence():
+    """A per-step slice of the (B, T, 4H) input projection would make every step's backward allocate and sum a
+    zero tensor of the whole sequence (quadratic in T); unbind/split keep one backward node per sequence/step."""
+    from embreg.models.lstm_lm import unrolled_lstm
+
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    for steps in (1, 7):
+        x = torch.randn(2, steps, 3, requires_grad=True)
+        out, _ = unrolled_lstm(x, (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)), lstm.weight_ih_l0, lstm.weight_hh_l0,
+                               lstm.bias_ih_l0, lstm.bias_hh_l0)
+        names = _graph_node_names(out.grad_fn)
+        assert "SliceBackward0" not in names and "SelectBackward0" not in names
+        assert names.count("UnbindBackward0") == 1 and names.count("SplitBackward0") == steps

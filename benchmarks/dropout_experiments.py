@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -97,9 +99,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", default=str(ROOT / "runs" / "dropout-regularizers"))
     parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--patience", type=int, default=None,
+                        help="stop a run after this many epochs without a better validation perplexity (default: "
+                             "run all epochs); a resumed run keeps its count")
     parser.add_argument("--only", nargs="*", help="labels to run, in the order given (default: all, in CONFIGS order)")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
+    command = "python benchmarks/dropout_experiments.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.set_num_threads(1)
     runs = Path(args.runs)
     known = {label: (recipe, overrides) for label, recipe, overrides in CONFIGS}
@@ -110,21 +116,23 @@ def main() -> None:
     if not args.report_only:
         for label in order:
             recipe, overrides = known[label]
-            cfg = load_lm_recipe(recipe, overrides + [f"train.epochs={args.epochs}", "train.progress=false"])
+            extra = [f"train.epochs={args.epochs}", "train.progress=false"]
+            if args.patience is not None:
+                extra.append(f"train.patience={args.patience}")
+            cfg = load_lm_recipe(recipe, overrides + extra)
             started = time.time()
             result = run_lm_single(cfg, runs / label, resume=True)
             print(f"{label}: best val ppl {result.metrics['val_ppl']:.2f} (epoch {result.best_epoch + 1}), "
                   f"test ppl {result.metrics['test_ppl']:.2f}, {time.time() - started:.0f} s", flush=True)
-            report(runs)
-    report(runs)
+            report(runs, command)
+    report(runs, command)
 
 
-def report(runs: Path) -> None:
+def report(runs: Path, command: str) -> None:
     results = collect(runs)
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": f"{platform.machine()} CPU, torch {torch.__version__}, 1 thread (shared 2-core host)",
-               "command": "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/dropout_experiments.py --epochs 8",
-               "runs": results}
+               "command": command, "runs": results}
     (RESULTS / "dropout-regularizers.json").write_text(json.dumps(payload, indent=1) + "\n")
     if results:
         plot(results, RESULTS / "dropout-regularizers.png")

@@ -12,9 +12,11 @@ dimensions, with no projections) and records
 Writes a JSON file with every run, a markdown table and three plots (MSE vs parameters; popular vs rare MSE vs
 parameters; train vs test MSE for popular and rare items against alpha at a fixed budget).
 
-With ``--l2-grid`` the L2 weight is tuned per (budget, alpha) point, the same way for uniform (alpha 0) and MD:
-seed ``--tune-seed`` is trained at every grid value (early stopping on validation RMSE as always), the value with
-the lowest validation MSE is kept, and every seed is trained at it; only those runs enter the tables. The test
+With ``--tune-grid`` (alias ``--l2-grid``) one regularisation setting, ``--tune-key`` (default ``model.l2``, the
+MF penalty; e.g. ``train.weight_decay`` or ``model.dropout`` for NCF, whose recipe has no L2 term), is tuned per
+(budget, alpha) point, the same way for uniform (alpha 0) and MD: seed ``--tune-seed`` is trained at every grid
+value (early stopping on validation RMSE as always), the value with the lowest validation MSE is kept, and every
+seed is trained at it; only those runs enter the tables. The test
 split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the smaller budgets.
 
 Example:
@@ -92,21 +94,22 @@ def run_one(recipe: str, overrides: list[str], data, groups) -> dict:
     return row
 
 
-def load_done(path: Path) -> dict[tuple, dict]:
+def load_done(path: Path, key: str) -> dict[tuple, dict]:
     """Runs already finished by an earlier, interrupted invocation (one JSON object per line)."""
     done = {}
     if path.exists():
         for line in path.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                done[(row["budget"], row["alpha"], row["seed"], tuned_l2(row))] = row
+                done[(row["budget"], row["alpha"], row["seed"], tuned_value(row, key))] = row
     return done
 
 
-def tuned_l2(row: dict) -> float | None:
-    """The L2 weight a tuning run set (its last override), or None for a run at the recipe's (or --set) value."""
+def tuned_value(row: dict, key: str) -> float | None:
+    """The value of ``key`` a tuning run set (its last override), or None for a run at the recipe's (or --set)
+    value."""
     last = row["overrides"][-1] if row.get("overrides") else ""
-    return float(last.split("=", 1)[1]) if last.startswith("model.l2=") else None
+    return float(last.split("=", 1)[1]) if last.startswith(f"{key}=") else None
 
 
 def ordered_alphas(alphas: list[float]) -> list[float]:
@@ -121,7 +124,8 @@ def summarise(rows: list[dict]) -> list[dict]:
     out = []
     for budget, alpha in keys:
         group = [r for r in rows if r["budget"] == budget and r["alpha"] == alpha]
-        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group], "l2": group[0].get("l2")}
+        entry = {"budget": budget, "alpha": alpha, "seeds": [r["seed"] for r in group], "l2": group[0].get("l2"),
+                 "tuned": group[0].get("tuned")}
         for key in ("test_mse", "val_mse", "test_mse_popular", "test_mse_rare", "train_mse_popular",
                     "train_mse_rare", "embedding_parameters", "model_parameters", "seconds", "best_epoch"):
             values = np.array([r[key] for r in group], dtype=np.float64)
@@ -176,31 +180,39 @@ def efficiency_markdown(eff: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tuning_markdown(tuning: list[dict]) -> str:
+def tuning_markdown(tuning: list[dict], key: str) -> str:
     """Validation MSE of the tuning seed at every L2 value, per (budget, alpha); the chosen value in bold."""
     if not tuning:
         return ""
     grid = sorted({float(v) for t in tuning for v in t["val_mse"]})
-    lines = ["", "Tuning (validation MSE of the tuning seed at each L2 weight; chosen in bold):", "",
-             "| budget | alpha | " + " | ".join(f"L2 {v:g}" for v in grid) + " |",
+    lines = ["", f"Tuning (validation MSE of the tuning seed at each value of {key}; chosen in bold):", "",
+             "| budget | alpha | " + " | ".join(f"{key} {v:g}" for v in grid) + " |",
              "|---|---|" + "---|" * len(grid)]
     for t in sorted(tuning, key=lambda t: (t["budget"], t["alpha"])):
         cells = []
         for v in grid:
             value = t["val_mse"].get(str(v))
             text = "" if value is None else f"{value:.4f}"
-            cells.append(f"**{text}**" if value is not None and v == t["chosen_l2"] else text)
+            cells.append(f"**{text}**" if value is not None and v == t["chosen"] else text)
         lines.append(f"| {t['budget']:.0f} | {t['alpha']:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def markdown(summary: list[dict], title: str) -> str:
+def _setting(entry: dict, key: str) -> str:
+    """The tuned value of a summary entry (older MF runs carry it only as their L2 weight)."""
+    value = entry.get("tuned")
+    if value is None and key == "model.l2":
+        value = entry.get("l2")
+    return "" if value is None else format(value, "g")
+
+
+def markdown(summary: list[dict], title: str, key: str) -> str:
     lines = [f"### {title}", "",
-             "| budget (rows) | alpha | L2 | emb. params | model params | val MSE | test MSE | popular-third MSE | "
+             f"| budget (rows) | alpha | {key} | emb. params | model params | val MSE | test MSE | popular-third MSE | "
              "rare-third MSE | item dims |", "|---|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
         lines.append(
-            f"| {e['budget']:.0f} | {e['alpha']:.1f} | {'' if e['l2'] is None else format(e['l2'], 'g')} | "
+            f"| {e['budget']:.0f} | {e['alpha']:.1f} | {_setting(e, key)} | "
             f"{e['embedding_parameters']:.0f} | "
             f"{e['model_parameters']:.0f} | {e['val_mse']:.4f} ± {e['val_mse_std']:.4f} "
             f"| {e['test_mse']:.4f} ± {e['test_mse_std']:.4f} | {e['test_mse_popular']:.4f} ± "
@@ -258,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--fixed-budget-dim", type=float, default=None)
     parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
-    parser.add_argument("--l2-grid", type=float, nargs="+", default=None,
-                        help="tune model.l2 per (budget, alpha) on the validation split of --tune-seed")
+    parser.add_argument("--tune-grid", "--l2-grid", dest="tune_grid", type=float, nargs="+", default=None,
+                        help="tune --tune-key per (budget, alpha) on the validation split of --tune-seed")
+    parser.add_argument("--tune-key", default="model.l2", help="the recipe setting --tune-grid tunes")
     parser.add_argument("--tune-seed", type=int, default=0)
     parser.add_argument("--md-max-budget-dim", type=float, default=None,
                         help="run MD (alpha > 0) only at budgets up to this many parameters per row")
@@ -275,20 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
     runs_path.parent.mkdir(parents=True, exist_ok=True)
-    done = load_done(runs_path)
+    done = load_done(runs_path, args.tune_key)
     rows, tuning = [], []
 
-    def train(budget: float, alpha: float, seed: int, l2: float | None) -> dict:
-        done.update(load_done(runs_path))  # another process may have finished it meanwhile
-        key = (budget, alpha, seed, l2)
+    def train(budget: float, alpha: float, seed: int, value: float | None) -> dict:
+        done.update(load_done(runs_path, args.tune_key))  # another process may have finished it meanwhile
+        key = (budget, alpha, seed, value)
         if key not in done:
             overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
-                                f"train.seed={seed}"] + ([f"model.l2={l2}"] if l2 is not None else [])
+                                f"train.seed={seed}"] + ([f"{args.tune_key}={value}"] if value is not None else [])
             row = run_one(recipe, overrides, data, groups)
+            row["tuned"] = value
             done[key] = row
             with runs_path.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
-            print(f"budget {budget:.0f} alpha {alpha} l2 {l2} seed {seed}: val MSE {row['val_mse']:.4f} "
+            print(f"budget {budget:.0f} alpha {alpha} {args.tune_key} {value} seed {seed}: val MSE {row['val_mse']:.4f} "
                   f"test MSE {row['test_mse']:.4f} ({row['embedding_parameters']} emb. params, "
                   f"{row['seconds']:.1f} s)", flush=True)
         return done[key]
@@ -300,15 +314,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
             if alpha > 0 and args.md_max_budget_dim is not None and dim > args.md_max_budget_dim:
                 continue
-            l2 = None
-            if args.l2_grid:
-                trials = [train(budget, alpha, args.tune_seed, value) for value in args.l2_grid]
-                best = min(trials, key=lambda r: r["val_mse"])
-                l2 = best["l2"]
-                tuning.append({"budget": budget, "alpha": alpha, "chosen_l2": l2,
-                               "val_mse": {str(r["l2"]): r["val_mse"] for r in trials}})
+            chosen = None
+            if args.tune_grid:
+                trials = {value: train(budget, alpha, args.tune_seed, value) for value in args.tune_grid}
+                chosen = min(trials, key=lambda value: trials[value]["val_mse"])
+                tuning.append({"budget": budget, "alpha": alpha, "key": args.tune_key, "chosen": chosen,
+                               "val_mse": {str(value): r["val_mse"] for value, r in trials.items()}})
             for seed in range(args.seeds):
-                rows.append(train(budget, alpha, seed, l2))
+                rows.append(train(budget, alpha, seed, chosen))
     summary = summarise(rows)
     fixed = args.fixed_budget_dim * rows_total if args.fixed_budget_dim is not None else None
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
@@ -321,10 +334,10 @@ def main(argv: list[str] | None = None) -> int:
               "tuning": tuning}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"{args.model.upper()} on MovieLens-100k"
-    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title) + "\n"
-                                      + efficiency_markdown(eff) + tuning_markdown(tuning))
+    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title, args.tune_key)
+                                      + "\n" + efficiency_markdown(eff) + tuning_markdown(tuning, args.tune_key))
     plot(summary, fixed, out.with_suffix(".png"), title)
-    print(markdown(summary, title))
+    print(markdown(summary, title, args.tune_key))
     print(efficiency_markdown(eff))
     return 0
 

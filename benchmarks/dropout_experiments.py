@@ -44,6 +44,8 @@ CONFIGS: list[tuple[str, str, list[str]]] = [
     ("l2_3e-5", "lm-l2", ["train.weight_decay=3e-5"]),
     ("l2_3e-4", "lm-l2", ["train.weight_decay=3e-4"]),
     ("dropout4_two_mask", "lm-dropout-k-two-mask", ["technique.k=4"]),
+    ("r_approx_8", "lm-r-approx", ["technique.samples=8"]),  # Tables 3/4: R_approx, 8 label samples
+    ("dropout8_xi", "lm-dropout-k-xi", ["technique.k=8"]),   # Tables 3/4: Algorithm 4, k = 8
 ]
 """(label, recipe, overrides) in the order they are run."""
 
@@ -72,8 +74,9 @@ def plot(results: dict, path: Path) -> None:
         ("Fig. 1: Dropout_k", ["none", "dropout1", "dropout2", "dropout4", "dropout8"]),
         ("Fig. 3: explicit only", ["none", "dropout1", "dropout8", "r_approx", "l2_1e-5", "l2_3e-5", "l2_1e-4",
                                    "l2_3e-4", "l2_1e-3"]),
-        ("Fig. 4/2: Dropout_k + noise", ["dropout1", "dropout4", "dropout4_xi", "dropout4_two_mask"]),
-        ("Fig. 5 / Sec. 5.2", ["dropout1", "r_approx", "r_approx_xi", "r_tilde", "r_identity"]),
+        ("Fig. 4/2: Dropout_k + noise", ["dropout1", "dropout4", "dropout4_xi", "dropout4_two_mask", "dropout8",
+                                         "dropout8_xi"]),
+        ("Fig. 5 / Sec. 5.2", ["dropout1", "r_approx", "r_approx_8", "r_approx_xi", "r_tilde", "r_identity"]),
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True)
     palette = plt.get_cmap("tab20").colors

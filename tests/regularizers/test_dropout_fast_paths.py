@@ -137,7 +137,14 @@ def test_unrolled_lstm_equals_nn_lstm_in_value_and_first_and_second_derivatives(
     torch.testing.assert_close(h, ref_h)
     torch.testing.assert_close(c, ref_c)
     weights = (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0)
-    assert torch.autograd.gradgradcheck(lambda xx, *w: unrolled_lstm(xx, state, *w)[0], (x, *weights))
+    h0, c0 = (s.clone().requires_grad_() for s in state)
+
+    def everything(xx, hh, cc, *w):  # outputs and final states, as functions of inputs, initial state and weights
+        out, (h_last, c_last) = unrolled_lstm(xx, (hh, cc), *w)
+        return torch.cat([out.reshape(-1), h_last.reshape(-1), c_last.reshape(-1)])
+
+    assert torch.autograd.gradcheck(everything, (x, h0, c0, *weights))
+    assert torch.autograd.gradgradcheck(everything, (x, h0, c0, *weights))
 
 
 def test_r_approx_and_xi_give_the_same_gradients_with_the_unrolled_lstm():
@@ -175,16 +182,19 @@ def _graph_node_names(root) -> list[str]:
     return names
 
 
-def test_unrolled_lstm_graph_has_no_per_step_slices_of_the_sequence():
-    """A per-step slice of the (B, T, 4H) input projection would make every step's backward allocate and sum a
-    zero tensor of the whole sequence (quadratic in T); unbind/split keep one backward node per sequence/step."""
+def test_unrolled_lstm_is_one_node_with_one_batched_weight_gradient():
+    """The recurrence is one autograd node, and the hidden-to-hidden weight gradient (also in a create-graph
+    backward, where the analytic regularisers differentiate it again) is one matrix product over all time steps,
+    not one per step; no per-step slice of a whole-sequence tensor (whose backward allocates and sums a zero tensor
+    of the sequence every step)."""
     from embreg.models.lstm_lm import unrolled_lstm
 
     lstm = torch.nn.LSTM(3, 4, batch_first=True)
-    for steps in (1, 7):
-        x = torch.randn(2, steps, 3, requires_grad=True)
-        out, _ = unrolled_lstm(x, (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)), lstm.weight_ih_l0, lstm.weight_hh_l0,
-                               lstm.bias_ih_l0, lstm.bias_hh_l0)
-        names = _graph_node_names(out.grad_fn)
-        assert "SliceBackward0" not in names and "SelectBackward0" not in names
-        assert names.count("UnbindBackward0") == 1 and names.count("SplitBackward0") == steps
+    x = torch.randn(2, 7, 3, requires_grad=True)
+    out, _ = unrolled_lstm(x, (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)), lstm.weight_ih_l0, lstm.weight_hh_l0,
+                           lstm.bias_ih_l0, lstm.bias_hh_l0)
+    assert _graph_node_names(out.grad_fn).count("_LSTMSequenceBackward") == 1
+    (grad_w_hh,) = torch.autograd.grad(out.pow(2).sum(), lstm.weight_hh_l0, create_graph=True)
+    assert type(grad_w_hh.grad_fn).__name__ == "MmBackward0"
+    names = _graph_node_names(grad_w_hh.grad_fn)
+    assert "SelectBackward0" not in names and names.count("SliceBackward0") <= 1

@@ -15,51 +15,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import EmbregError
+from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
 """One ``(h, c)`` pair per layer, each ``(1, B, H_l)``."""
-
-
-def unrolled_lstm(
-    x: torch.Tensor,
-    state: tuple[torch.Tensor, torch.Tensor],
-    w_ih: torch.Tensor,
-    w_hh: torch.Tensor,
-    b_ih: torch.Tensor | None = None,
-    b_hh: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """A single-layer, batch-first LSTM as a Python loop over time: ``nn.LSTM``'s function, built from plain ops.
-
-    The input projection of all time steps is one matrix product; each step adds ``h @ w_hh^T``. Unlike the fused
-    CPU kernel, the graph it leaves is differentiable twice as it stands, so the analytic dropout regularisers (which
-    backpropagate through the backward pass) reuse it instead of recomputing the forward pass for every
-    create-graph backward, and only the gradients they ask for are formed.
-
-    Args:
-        x: ``(B, T, I)``; state: ``(h0, c0)``, each ``(1, B, H)``; weights and biases as in ``nn.LSTM`` (gate order
-            input, forget, cell, output).
-
-    Returns:
-        ``(out (B, T, H), (h_T, c_T))`` with ``h_T, c_T`` of shape ``(1, B, H)``.
-    """
-    h, c = state[0][0], state[1][0]
-    hidden = w_hh.shape[1]
-    bias = b_ih if b_hh is None else (b_hh if b_ih is None else b_ih + b_hh)
-    projected = F.linear(x, w_ih, bias)  # (B, T, 4H)
-    w_hh_t = w_hh.t()
-    outs = []
-    # unbind and split have one backward node each (a stack / a cat); indexing a slice per step would make every
-    # step's backward allocate and sum a zero tensor of the whole input: quadratic in T, and again in the double
-    # backward of the analytic regularisers
-    for projected_t in projected.unbind(1):
-        gates = torch.addmm(projected_t, h, w_hh_t)
-        gate_i, gate_f, gate_g, gate_o = gates.split(hidden, dim=1)
-        c = torch.sigmoid(gate_f) * c + torch.sigmoid(gate_i) * torch.tanh(gate_g)
-        h = torch.sigmoid(gate_o) * torch.tanh(c)
-        outs.append(h)
-    return torch.stack(outs, dim=1), (h.unsqueeze(0), c.unsqueeze(0))
 
 
 class LSTMLanguageModel(nn.Module):

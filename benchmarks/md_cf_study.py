@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from md_study_sweep import load_done, ordered_alphas, run_log, tune_point, tuning_markdown
+
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
 from embreg.train.optim import optimizer_factory
@@ -92,30 +94,6 @@ def run_one(recipe: str, overrides: list[str], data, groups) -> dict:
             row[f"{split}_mse_{group}"] = float((predictions[keep] - target[keep]).pow(2).mean())
             row[f"{split}_n_{group}"] = int(keep.sum())
     return row
-
-
-def load_done(path: Path, key: str) -> dict[tuple, dict]:
-    """Runs already finished by an earlier, interrupted invocation (one JSON object per line)."""
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                done[(row["budget"], row["alpha"], row["seed"], tuned_value(row, key))] = row
-    return done
-
-
-def tuned_value(row: dict, key: str) -> float | None:
-    """The value of ``key`` a tuning run set (its last override), or None for a run at the recipe's (or --set)
-    value."""
-    last = row["overrides"][-1] if row.get("overrides") else ""
-    return float(last.split("=", 1)[1]) if last.startswith(f"{key}=") else None
-
-
-def ordered_alphas(alphas: list[float]) -> list[float]:
-    """0 and the paper's recommended 0.3 first, so interrupted sweeps still hold complete curves to compare."""
-    first = [a for a in (0.0, 0.3) if a in alphas]
-    return first + [a for a in alphas if a not in first]
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -177,24 +155,6 @@ def efficiency_markdown(eff: dict) -> str:
     for r in eff["per_budget"]:
         lines.append(f"| {r['budget']:.0f} | {r['uniform_test_mse']:.4f} ± {r['uniform_std']:.4f} | "
                      f"{r['best_alpha']:.1f} | {r['md_test_mse']:.4f} ± {r['md_std']:.4f} |")
-    return "\n".join(lines) + "\n"
-
-
-def tuning_markdown(tuning: list[dict], key: str) -> str:
-    """Validation MSE of the tuning seed at every L2 value, per (budget, alpha); the chosen value in bold."""
-    if not tuning:
-        return ""
-    grid = sorted({float(v) for t in tuning for v in t["val_mse"]})
-    lines = ["", f"Tuning (validation MSE of the tuning seed at each value of {key}; chosen in bold):", "",
-             "| budget | alpha | " + " | ".join(f"{key} {v:g}" for v in grid) + " |",
-             "|---|---|" + "---|" * len(grid)]
-    for t in sorted(tuning, key=lambda t: (t["budget"], t["alpha"])):
-        cells = []
-        for v in grid:
-            value = t["val_mse"].get(str(v))
-            text = "" if value is None else f"{value:.4f}"
-            cells.append(f"**{text}**" if value is not None and v == t["chosen"] else text)
-        lines.append(f"| {t['budget']:.0f} | {t['alpha']:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -286,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = popularity_thirds(train.items, data.ratings.num_items)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
-    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    runs_path = run_log(out)  # finished runs, for resuming
     done = load_done(runs_path, args.tune_key)
     rows, tuning = [], []
 
@@ -314,12 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
             if alpha > 0 and args.md_max_budget_dim is not None and dim > args.md_max_budget_dim:
                 continue
-            chosen = None
-            if args.tune_grid:
-                trials = {value: train(budget, alpha, args.tune_seed, value) for value in args.tune_grid}
-                chosen = min(trials, key=lambda value: trials[value]["val_mse"])
-                tuning.append({"budget": budget, "alpha": alpha, "key": args.tune_key, "chosen": chosen,
-                               "val_mse": {str(value): r["val_mse"] for value, r in trials.items()}})
+            chosen, record = tune_point(lambda seed, value: train(budget, alpha, seed, value), args.tune_grid,
+                                        args.tune_seed, "val_mse", args.tune_key)
+            if record is not None:
+                tuning.append({"budget": budget, "alpha": alpha, **record})
             for seed in range(args.seeds):
                 rows.append(train(budget, alpha, seed, chosen))
     summary = summarise(rows)
@@ -335,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"{args.model.upper()} on MovieLens-100k"
     out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title, args.tune_key)
-                                      + "\n" + efficiency_markdown(eff) + tuning_markdown(tuning, args.tune_key))
+                                      + "\n" + efficiency_markdown(eff) + tuning_markdown(tuning, args.tune_key, "val_mse", "validation MSE"))
     plot(summary, fixed, out.with_suffix(".png"), title)
     print(markdown(summary, title, args.tune_key))
     print(efficiency_markdown(eff))

@@ -6,6 +6,10 @@ frequencies (one block per field, Sec. III) under a sweep of parameter budgets a
 exact parameter counts (embeddings incl. projections, and the whole model, as the paper counts) and the
 per-epoch history, from which the training time to reach a target validation log-loss is computed.
 
+With ``--tune-grid`` one regularisation setting (``--tune-key``, e.g. ``train.weight_decay``) is tuned per
+(budget, alpha) point on the validation log-loss of ``--tune-seed``, the same way for uniform (alpha 0) and MD,
+and every seed is trained at the chosen value (the protocol of ``md_cf_study.py``).
+
 Example:
     python benchmarks/md_ctr_study.py --dataset adult --budget-dims 1 2 8 --alphas 0 0.1 0.2 0.3 0.4 0.5 \
         --seeds 3 --out docs/results/mixed-dimension-ctr-adult
@@ -23,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from md_study_sweep import load_done, ordered_alphas, run_log, tune_point, tuning_markdown
 
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
@@ -64,23 +70,6 @@ def time_to_target(history: list[dict], target: float) -> float | None:
         if h["val_logloss"] <= target:
             return elapsed
     return None
-
-
-def load_done(path: Path) -> dict[tuple, dict]:
-    """Runs already finished by an earlier, interrupted invocation (one JSON object per line)."""
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                done[(row["budget"], row["alpha"], row["seed"])] = row
-    return done
-
-
-def ordered_alphas(alphas: list[float]) -> list[float]:
-    """0 and the paper's recommended 0.3 first, so interrupted sweeps still hold complete curves to compare."""
-    first = [a for a in (0.0, 0.3) if a in alphas]
-    return first + [a for a in alphas if a not in first]
 
 
 def summarise(rows: list[dict], target: float) -> list[dict]:
@@ -149,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-slack", type=float, default=0.005,
                         help="target = best mean validation log-loss of the uniform (alpha 0) runs + this slack")
     parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
+    parser.add_argument("--tune-grid", type=float, nargs="+", default=None,
+                        help="tune --tune-key per (budget, alpha) on the validation log-loss of --tune-seed")
+    parser.add_argument("--tune-key", default="train.weight_decay", help="the recipe setting --tune-grid tunes")
+    parser.add_argument("--tune-seed", type=int, default=0)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     recipe = RECIPES[args.dataset]
@@ -157,28 +150,36 @@ def main(argv: list[str] | None = None) -> int:
     rows_total = sum(data.table.cardinalities) + sum(data.table.bag_cardinalities)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    runs_path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")  # finished runs, for resuming
-    runs_path.parent.mkdir(parents=True, exist_ok=True)
-    done = load_done(runs_path)
-    rows = []
+    runs_path = run_log(out)  # finished runs, for resuming
+    done = load_done(runs_path, args.tune_key)
+    rows, tuning = [], []
+
+    def train(budget: float, alpha: float, seed: int, value: float | None) -> dict:
+        done.update(load_done(runs_path, args.tune_key))  # another process may have finished it meanwhile
+        key = (budget, alpha, seed, value)
+        if key not in done:
+            overrides = base + [f"embedding.alpha={alpha}", f"embedding.budget={budget}", f"train.seed={seed}"]
+            overrides += [f"{args.tune_key}={value}"] if value is not None else []
+            row = run_one(recipe, overrides, data)
+            row["tuned"] = value
+            done[key] = row
+            with runs_path.open("a") as handle:
+                handle.write(json.dumps(row) + "\n")
+            print(f"{args.dataset} budget {budget:.0f} alpha {alpha} {args.tune_key} {value} seed {seed}: test "
+                  f"log-loss {row['test_logloss']:.4f} acc {row['test_accuracy']:.4f} ({row['model_parameters']} "
+                  f"params, {row['seconds']:.1f} s)", flush=True)
+        return done[key]
+
     for alpha in ordered_alphas(args.alphas):
         for dim in args.budget_dims:
             budget = dim * rows_total
             if alpha > 0 and budget <= rows_total:
                 continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
-            for seed in range(args.seeds):
-                done.update(load_done(runs_path))  # another process may have finished it meanwhile
-                if (budget, alpha, seed) in done:
-                    rows.append(done[(budget, alpha, seed)])
-                    continue
-                overrides = base + [f"embedding.alpha={alpha}", f"embedding.budget={budget}", f"train.seed={seed}"]
-                row = run_one(recipe, overrides, data)
-                rows.append(row)
-                with runs_path.open("a") as handle:
-                    handle.write(json.dumps(row) + "\n")
-                print(f"{args.dataset} budget {budget:.0f} alpha {alpha} seed {seed}: test log-loss "
-                      f"{row['test_logloss']:.4f} acc {row['test_accuracy']:.4f} ({row['model_parameters']} params, "
-                      f"{row['seconds']:.1f} s)", flush=True)
+            chosen, record = tune_point(lambda seed, value: train(budget, alpha, seed, value), args.tune_grid,
+                                        args.tune_seed, "val_logloss", args.tune_key)
+            if record is not None:
+                tuning.append({"budget": budget, "alpha": alpha, **record})
+            rows.extend(train(budget, alpha, seed, chosen) for seed in range(args.seeds))
     uniform = {}
     for r in rows:
         if r["alpha"] == 0:
@@ -190,11 +191,13 @@ def main(argv: list[str] | None = None) -> int:
                "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1, "gpu": None,
                "note": "shared 2-core machine with other jobs running: times are indicative"}
     record = {"command": command, "machine": machine, "dataset": args.dataset, "recipe": recipe,
-              "rows_total": rows_total, "target_val_logloss": target, "rows": rows, "summary": summary}
+              "rows_total": rows_total, "target_val_logloss": target, "rows": rows, "summary": summary,
+              "tuning": tuning}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"DLRM on {args.dataset}"
     table = markdown(summary, title, target)
-    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + table)
+    out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + table
+                                      + tuning_markdown(tuning, args.tune_key, "val_logloss", "validation log-loss"))
     plot(summary, out.with_suffix(".png"), title)
     print(table)
     return 0

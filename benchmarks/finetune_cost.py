@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--memory-only", choices=sorted(METHODS), help=argparse.SUPPRESS)
     parser.add_argument("--no-memory", action="store_true", help="skip the per-method memory processes")
+    parser.add_argument("--host-note", default="other jobs may have shared the cores",
+                        help="how busy the machine was (recorded with the results)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -140,12 +142,13 @@ def main() -> None:
             rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)
     machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
     command = "python benchmarks/finetune_cost.py " + " ".join(sys.argv[1:])
-    record = {"command": command, "machine": machine, "batch": [args.batch_size, args.max_length],
+    record = {"command": command, "machine": machine, "host_note": args.host_note,
+              "batch": [args.batch_size, args.max_length],
               "model": "all-minilm-l6-v2", "methods": rows}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "finetuning-stability-cost.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = ["# Fine-tuning regularisers: cost per step", "",
-             f"Command: `{command}`  ", f"Machine: {machine}; all-MiniLM-L6-v2, batch {args.batch_size} x "
+             f"Command: `{command}`  ", f"Machine: {machine}; {args.host_note}; all-MiniLM-L6-v2, batch {args.batch_size} x "
              f"{args.max_length} tokens, AdamW, one full step (forward, penalty, backward, clip, update); "
              f"{args.rounds} interleaved rounds x {args.steps} steps per method.", "",
              "| method | median step (s) | ratio to FT | target | peak RSS (MiB) | added by the steps (MiB) |",

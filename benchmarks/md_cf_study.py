@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from md_study_sweep import load_done, ordered_alphas, run_log, tune_point, tuning_markdown
+from md_study_sweep import RunLog, ordered_alphas, tune_point, tuning_markdown
 
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
@@ -246,25 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     groups = popularity_thirds(train.items, data.ratings.num_items)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    runs_path = run_log(out)  # finished runs, for resuming
-    done = load_done(runs_path, args.tune_key)
+    log = RunLog(out, args.tune_key)  # finished runs, for resuming
     rows, tuning = [], []
 
     def train(budget: float, alpha: float, seed: int, value: float | None) -> dict:
-        done.update(load_done(runs_path, args.tune_key))  # another process may have finished it meanwhile
-        key = (budget, alpha, seed, value)
-        if key not in done:
-            overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
-                                f"train.seed={seed}"] + ([f"{args.tune_key}={value}"] if value is not None else [])
-            row = run_one(recipe, overrides, data, groups)
-            row["tuned"] = value
-            done[key] = row
-            with runs_path.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
-            print(f"budget {budget:.0f} alpha {alpha} {args.tune_key} {value} seed {seed}: val MSE {row['val_mse']:.4f} "
-                  f"test MSE {row['test_mse']:.4f} ({row['embedding_parameters']} emb. params, "
+        overrides = base + ["embedding.kind=md", f"embedding.alpha={alpha}", f"embedding.budget={budget}",
+                            f"train.seed={seed}"]
+        row, fresh = log.get(budget, alpha, seed, value, lambda o: run_one(recipe, o, data, groups), overrides)
+        if fresh:
+            print(f"budget {budget:.0f} alpha {alpha} {args.tune_key} {value} seed {seed}: val MSE "
+                  f"{row['val_mse']:.4f} test MSE {row['test_mse']:.4f} ({row['embedding_parameters']} emb. params, "
                   f"{row['seconds']:.1f} s)", flush=True)
-        return done[key]
+        return row
 
     for alpha in ordered_alphas(args.alphas):
         for dim in args.budget_dims:

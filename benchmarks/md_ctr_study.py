@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from md_study_sweep import load_done, ordered_alphas, run_log, tune_point, tuning_markdown
+from md_study_sweep import RunLog, ordered_alphas, tune_point, tuning_markdown
 
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
@@ -150,25 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     rows_total = sum(data.table.cardinalities) + sum(data.table.bag_cardinalities)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    runs_path = run_log(out)  # finished runs, for resuming
-    done = load_done(runs_path, args.tune_key)
+    log = RunLog(out, args.tune_key)  # finished runs, for resuming
     rows, tuning = [], []
 
     def train(budget: float, alpha: float, seed: int, value: float | None) -> dict:
-        done.update(load_done(runs_path, args.tune_key))  # another process may have finished it meanwhile
-        key = (budget, alpha, seed, value)
-        if key not in done:
-            overrides = base + [f"embedding.alpha={alpha}", f"embedding.budget={budget}", f"train.seed={seed}"]
-            overrides += [f"{args.tune_key}={value}"] if value is not None else []
-            row = run_one(recipe, overrides, data)
-            row["tuned"] = value
-            done[key] = row
-            with runs_path.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
+        overrides = base + [f"embedding.alpha={alpha}", f"embedding.budget={budget}", f"train.seed={seed}"]
+        row, fresh = log.get(budget, alpha, seed, value, lambda o: run_one(recipe, o, data), overrides)
+        if fresh:
             print(f"{args.dataset} budget {budget:.0f} alpha {alpha} {args.tune_key} {value} seed {seed}: test "
                   f"log-loss {row['test_logloss']:.4f} acc {row['test_accuracy']:.4f} ({row['model_parameters']} "
                   f"params, {row['seconds']:.1f} s)", flush=True)
-        return done[key]
+        return row
 
     for alpha in ordered_alphas(args.alphas):
         for dim in args.budget_dims:

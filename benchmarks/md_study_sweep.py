@@ -39,11 +39,33 @@ def load_done(path: Path, key: str) -> dict[RunKey, dict]:
     return done
 
 
-def run_log(out: Path) -> Path:
-    """``runs/md-studies/<out name>.runs.jsonl`` (its folder created)."""
-    path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+class RunLog:
+    """The finished runs of one study (``runs/md-studies/<out name>.runs.jsonl``), read back to resume.
+
+    Args:
+        out: the study's output prefix (its name names the log).
+        key: the tuned recipe setting (part of every run's identity).
+    """
+
+    def __init__(self, out: Path, key: str) -> None:
+        self.path = Path("runs") / "md-studies" / (out.name + ".runs.jsonl")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.key = key
+        self.done = load_done(self.path, key)
+
+    def get(self, budget: float, alpha: float, seed: int, value: float | None,
+            run: Callable[[list[str]], dict], overrides: list[str]) -> tuple[dict, bool]:
+        """``(row, fresh)``: the logged run, or ``run(overrides + [key=value])`` trained now and appended."""
+        self.done.update(load_done(self.path, self.key))  # another process may have finished it meanwhile
+        ident = (budget, alpha, seed, value)
+        if ident in self.done:
+            return self.done[ident], False
+        row = run(overrides + ([f"{self.key}={value}"] if value is not None else []))
+        row["tuned"] = value
+        self.done[ident] = row
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        return row, True
 
 
 def tune_point(train: Callable[[int, float | None], dict], grid: list[float] | None, tune_seed: int,

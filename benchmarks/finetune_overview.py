@@ -192,7 +192,7 @@ def main() -> None:
         "p-values compare each method's per-seed values with FT's: Welch's t-test and Mann-Whitney U for the level, "
         "Brown-Forsythe for the spread.", "",
         "## Results per task", "", *body,
-        "## Hyper-parameters and how they were chosen", "", HYPER, "",
+        "## Hyper-parameters and how they were chosen", "", HYPER, "", *tuning_section(),
         "## Cost (step-time ratio to plain fine-tuning in one process, peak memory)", "",
         f"Cost run: `{cost['command']}` ({cost['machine']}); profile: `{profile.get('command', 'not run')}` "
         f"({profile.get('machine', '')}). Pages: [finetuning-stability-cost.md](finetuning-stability-cost.md), "
@@ -233,6 +233,18 @@ b=encode_texts(t, load_reviews('binary', train_size=1000).texts['train'][:256], 
 k=b['attention_mask'].bool(); print([round(o.hidden[f'hidden_states.{r}'][k].std().item(),3) for r in range(7)])"`
 (x86_64 CPU, torch 2.13.0, 1 thread). Tuning sigma and b on the validation MCC (the issue's "honest tuning") is
 still to do; until then a Table-1 direction that fails may be a sigma that is too large or too small."""
+
+def tuning_section() -> list[str]:
+    """The validation tables of ``finetune_tuning.py`` (``finetuning-tuning-*.md``), where any grid has finished runs."""
+    lines = []
+    for path in sorted(OUT.glob("finetuning-tuning-*.md")):
+        record = json.loads(path.with_suffix(".json").read_text())
+        table = [line for line in path.read_text().splitlines() if not line.startswith("<!--")]
+        lines += [f"Tuning run, {record['method']} (`{record['command']}`; binary task, validation split, "
+                  f"{record['seeds']} seeds per grid point; finished runs only, so a partly run grid shows fewer "
+                  "seeds):", "", *table, ""]
+    return lines
+
 
 def cost_note(cost: dict, profile: dict) -> str:
     """The reading of the cost and profile records: which targets fail and what bounds the failing ones."""
@@ -280,11 +292,12 @@ fraction of a core, which is why wall time exceeds CPU time; the quieter earlier
 
 NOT_DONE = """\
 * Seeds: the issue asks for at least 10 seeds per method on both tasks; the tables above state how many finished.
-* Hyper-parameter tuning (sigma and b for LNSR, each baseline's strength) on the validation sets.
+* Hyper-parameter tuning on the validation sets: the driver is `benchmarks/finetune_tuning.py` (command below; its
+  LNSR grid over sigma and b is queued, see "Tuning" if it has a table); each baseline's strength is still untuned.
 * The LNSR cost target at b = 1 (see Cost: not reachable without changing the method on this encoder).
-* Curves over training-set size (paper Fig. 4; `embreg.train.stability.size_curve` is ready): each size needs its own
-  7 x 10 seeds; at the 4.2 CPU-minutes of a 1000-example FT run measured above, sizes 250-2000 come to roughly a
-  CPU-day.
+* Curves over training-set size (paper Fig. 4): the driver is `benchmarks/finetune_size_curve.py` (command below,
+  FT and LNSR, the 1000-example point reused from the stability runs); not run yet: each further size costs about
+  as much as the 1000-example comparison of the same methods.
 * The 5-class rating and rating-regression tasks of the reviews data (registered, not yet run here)."""
 
 COMMANDS = [
@@ -293,6 +306,13 @@ COMMANDS = [
     "--tag polarity --set data.dataset=polarity --set data.train_size=null --set data.valid_size=null "
     "--set data.test_size=null --set train.epochs=5 --set train.batch_size=16",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability",
+    "# tuning LNSR's sigma and injection layer on the binary task's validation split (2 seeds per grid point)",
+    "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_tuning.py --method LNSR "
+    "--grid regularizer.args.sigma=0.05,0.1,0.2,0.4 --grid regularizer.args.start_layer=1,3 --seeds 2 "
+    "--out runs/ft-tuning --results docs/results/finetuning-tuning-lnsr",
+    "# Fig. 4: scores against training-set size",
+    "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_size_curve.py --sizes 250 500 1000 2000 --methods FT,LNSR "
+    "--seeds 3 --reuse 1000=runs/ft-stability --out runs/ft-size-curve --results docs/results/finetuning-size-curve",
     "# rebuild a task's tables from whatever has finished (also while the queue runs)",
     "python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability --report-only",
     "python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability-polarity --tag polarity "

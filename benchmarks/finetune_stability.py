@@ -58,6 +58,36 @@ def _summaries(out: Path, methods: list[str]) -> dict[str, dict]:
     return summaries
 
 
+def run_seed_queue(out: Path, methods: list[str], seeds: int, overrides: list[str],
+                   budget_minutes: float | None = None) -> bool:
+    """Trains seed 0 of every method, then seed 1, ..., into ``out/<recipe>/seed-<s>``, skipping finished seeds.
+
+    Returns False when ``budget_minutes`` ran out before the queue was done (no new seed is started after it).
+    """
+    started = time.perf_counter()
+    prepared = None
+    for seed in range(seeds):
+        for method in methods:
+            seed_dir = out / METHODS[method] / f"seed-{seed}"
+            if _finished(seed_dir):
+                continue
+            if budget_minutes is not None and time.perf_counter() - started > 60 * budget_minutes:
+                print(f"budget of {budget_minutes} min used; stopping before {method} seed {seed}")
+                return False
+            extra = [f"train.seed={seed}"]
+            if seed == 0 and method in KEEP_BEST:
+                extra.append("train.keep_checkpoints=best")
+            cfg = load_finetune_recipe(METHODS[method], [*overrides, *extra])
+            if prepared is None:
+                prepared = prepare_text(cfg)
+            result = run_finetune_single(cfg, seed_dir, resume=True, prepared=prepared)
+            m = result.metrics
+            print(f"{method:9s} seed {seed}: " + "  ".join(f"{k}={m[k]:.4f}" for k in sorted(m)
+                                                           if k.startswith("test_")) +
+                  f"  ({m['wall_seconds']:.0f} s)", flush=True)
+    return True
+
+
 def report(out: Path, methods: list[str], tag: str, command: str, overrides: list[str]) -> None:
     """Writes the table, box plot and raw summaries of every finished seed."""
     summaries = _summaries(out, methods)
@@ -123,29 +153,8 @@ def main() -> None:
     out = Path(args.out)
     # the command that makes the results: --report-only only rebuilds them from the seeds that finished
     command = "python benchmarks/finetune_stability.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
-    started = time.perf_counter()
     if not args.report_only:
-        prepared = None
-        for seed in range(args.seeds):
-            for method in methods:
-                if args.budget_minutes is not None and time.perf_counter() - started > 60 * args.budget_minutes:
-                    print(f"budget of {args.budget_minutes} min used; stopping before {method} seed {seed}")
-                    report(out, methods, args.tag, command, args.set)
-                    return
-                seed_dir = out / METHODS[method] / f"seed-{seed}"
-                if _finished(seed_dir):
-                    continue
-                extra = [f"train.seed={seed}"]
-                if seed == 0 and method in KEEP_BEST:
-                    extra.append("train.keep_checkpoints=best")
-                cfg = load_finetune_recipe(METHODS[method], [*args.set, *extra])
-                if prepared is None:
-                    prepared = prepare_text(cfg)
-                result = run_finetune_single(cfg, seed_dir, resume=True, prepared=prepared)
-                m = result.metrics
-                print(f"{method:9s} seed {seed}: " + "  ".join(f"{k}={m[k]:.4f}" for k in sorted(m)
-                                                               if k.startswith("test_")) +
-                      f"  ({m['wall_seconds']:.0f} s)", flush=True)
+        run_seed_queue(out, methods, args.seeds, args.set, args.budget_minutes)
     report(out, methods, args.tag, command, args.set)
 
 

@@ -63,7 +63,7 @@ def _std(values: list[float]) -> float:
 def task_table(runs: dict[str, dict[int, dict]], metric: str) -> list[str]:
     gap = "gap_" + metric.split("_", 1)[1]
     base = [m[metric] for m in runs["FT"].values()]
-    lines = [f"| method | seeds | mean | std | median | max | min | gap (train − test) | p Welch | p Mann-Whitney "
+    lines = ["| method | seeds | mean | std | median | max | min | gap (train − test) | p Welch | p Mann-Whitney "
              "| p Brown-Forsythe (spread) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, seeds in runs.items():
         values = [m[metric] for m in seeds.values()]

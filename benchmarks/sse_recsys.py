@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,6 @@ import yaml
 
 from embreg.config import apply_overrides, from_dict, load_yaml, to_dict
 from embreg.recipes import load_recipe
-from embreg.recipes.registry import recipe_path
 from embreg.recipes.run import run_seeds, run_single
 from embreg.recipes.schema import RecipeConfig
 from embreg.recipes.sweep import sweep

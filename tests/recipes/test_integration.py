@@ -6,7 +6,7 @@ import pytest
 
 from embreg.cli import main
 from embreg.recipes import load_recipe
-from embreg.recipes.run import run_seeds, run_single
+from embreg.recipes.run import run_single
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,6 @@ def test_epochs_cover_every_example_once_and_replay_exactly():
 
 
 def test_transform_receives_the_epoch_generator():
-    seen = []
-
     def transform(batch, generator):
         batch["r"] = torch.rand(batch["x"].shape, generator=generator)
         return batch

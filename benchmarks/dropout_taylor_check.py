@@ -8,7 +8,7 @@ For a model trained with dropout (a run directory of the ``lm-dropout`` recipe),
   App. A.1 drops), estimated by Alg. 3 with ``--samples`` label draws. ``structure=model`` uses the model's own mask
   sharing (what the dropout really does); ``structure=element`` treats every entry independently (eq. 4.4 as written).
 
-    nice -n 15 python benchmarks/dropout_taylor_check.py runs/dropout-regularizers/dropout1
+    python benchmarks/dropout_taylor_check.py runs/dropout-regularizers/dropout1
 
 Writes ``docs/results/dropout-regularizers-taylor.json``.
 """
@@ -73,8 +73,9 @@ def main() -> None:
         windows += 1
     means = {k: v / windows for k, v in totals.items()}
     payload = {
-        "command": f"nice -n 15 python benchmarks/dropout_taylor_check.py {args.run_dir} --windows {args.windows} "
+        "command": f"python benchmarks/dropout_taylor_check.py {args.run_dir} --windows {args.windows} "
                    f"--draws {args.draws} --samples {args.samples} --seed {args.seed}",
+        "best_epoch": json.loads((run / "metrics.json").read_text()).get("best_epoch"),
         "machine": f"{platform.machine()} CPU, torch {torch.__version__}, 1 thread",
         "checkpoint": str(run / "best.pt"), "windows": windows, "tokens_per_window": int(batch["input"].numel()),
         "E[R_drop]": means["r_drop"],

@@ -11,7 +11,7 @@ MODULES = [
     "embreg.regularizers.dropout.functional", "embreg.regularizers.dropout.objective",
     "embreg.regularizers.dropout.explicit", "embreg.regularizers.dropout.implicit",
     "embreg.regularizers.dropout.algorithms", "embreg.regularizers.dropout.sites",
-    "embreg.models.lstm_lm", "embreg.train.lm_batches", "embreg.train.lm_eval", "embreg.data.text_vocab",
+    "embreg.models.lstm_lm", "embreg.models.lstm_sequence", "embreg.train.lm_batches", "embreg.train.lm_eval", "embreg.data.text_vocab",
     "embreg.data.text_corpus", "embreg.data.text_sources", "embreg.recipes.lm_run",
 ]
 

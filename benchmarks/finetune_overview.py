@@ -231,8 +231,10 @@ the signal per entry. Command (eval mode, no dropout):
 encode_texts; m,t=EncoderClassifier.from_pretrained('all-minilm-l6-v2',2); m.eval(); \
 b=encode_texts(t, load_reviews('binary', train_size=1000).texts['train'][:256], 48); o=m(b); \
 k=b['attention_mask'].bool(); print([round(o.hidden[f'hidden_states.{r}'][k].std().item(),3) for r in range(7)])"`
-(x86_64 CPU, torch 2.13.0, 1 thread). Tuning sigma and b on the validation MCC (the issue's "honest tuning") is
-still to do; until then a Table-1 direction that fails may be a sigma that is too large or too small."""
+(x86_64 CPU, torch 2.13.0, 1 thread). Tuning sigma and b on the validation MCC (the issue's "honest tuning") was
+started in the third session (`benchmarks/finetune_tuning.py`, table below where runs have finished); until it is
+done and LNSR is re-run at the chosen setting, a Table-1 direction that fails may be a sigma or layer that is
+wrong for this encoder."""
 
 def tuning_section() -> list[str]:
     """The validation tables of ``finetune_tuning.py`` (``finetuning-tuning-*.md``), where any grid has finished runs."""

@@ -294,8 +294,9 @@ fraction of a core, which is why wall time exceeds CPU time; the quieter earlier
 
 NOT_DONE = """\
 * Seeds: the issue asks for at least 10 seeds per method on both tasks; the tables above state how many finished.
-* Hyper-parameter tuning on the validation sets: the driver is `benchmarks/finetune_tuning.py` (command below; its
-  LNSR grid over sigma and b is queued, see "Tuning" if it has a table); each baseline's strength is still untuned.
+* Hyper-parameter tuning on the validation sets: the driver is `benchmarks/finetune_tuning.py` (command below). Its
+  LNSR grid over sigma and b is partly run (the tuning table above counts the finished seeds per grid point); then
+  LNSR needs re-running at the chosen setting for the comparison. Each baseline's strength is still untuned.
 * The LNSR cost target at b = 1 (see Cost: not reachable without changing the method on this encoder).
 * Curves over training-set size (paper Fig. 4): the driver is `benchmarks/finetune_size_curve.py` (command below,
   FT and LNSR, the 1000-example point reused from the stability runs); not run yet: each further size costs about

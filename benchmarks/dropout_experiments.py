@@ -46,6 +46,7 @@ CONFIGS: list[tuple[str, str, list[str]]] = [
     ("dropout4_two_mask", "lm-dropout-k-two-mask", ["technique.k=4"]),
     ("r_approx_8", "lm-r-approx", ["technique.samples=8"]),  # Tables 3/4: R_approx, 8 label samples
     ("dropout8_xi", "lm-dropout-k-xi", ["technique.k=8"]),   # Tables 3/4: Algorithm 4, k = 8
+    ("r_tilde_xi", "lm-r-approx-xi", ["technique.form=loss_jacobian"]),  # Table 1: R~_approx with implicit noise
     # a second training seed for the Fig. 1 trend (Dropout_k against k), whose differences are a few points
     ("dropout1_seed1", "lm-dropout", ["train.seed=1"]),
     ("dropout2_seed1", "lm-dropout-k", ["technique.k=2", "train.seed=1"]),

@@ -20,6 +20,13 @@ def _grads(value, params):
     return torch.autograd.grad(value, params, retain_graph=True)
 
 
+def _assert_same_value_and_gradients(fast, slow, params):
+    """The fast path and its textbook form agree in value and in their gradients with respect to ``params``."""
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-14)
+    for a, b in zip(_grads(fast, params), _grads(slow, params)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("classes", [2, 3, 7, 12, 37])
 def test_categorical_sampler_matches_the_probabilities(classes):
     g = torch.Generator().manual_seed(classes)
@@ -54,10 +61,7 @@ def test_r_approx_equals_the_cross_entropy_double_backward_form_for_the_same_lab
         for name, grad in zip(LAM, mask_gradients(loss, [sites[n] for n in LAM])):
             slow = slow + LAM[name] * grad.pow(2).sum()
     slow = slow / (3 * logits.shape[0])
-    params = list(p.values())
-    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-14)
-    for a, b in zip(_grads(fast, params), _grads(slow, params)):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    _assert_same_value_and_gradients(fast, slow, list(p.values()))
 
 
 def test_r_tilde_equals_the_cross_entropy_double_backward_form():
@@ -69,10 +73,7 @@ def test_r_tilde_equals_the_cross_entropy_double_backward_form():
     loss = summed_cross_entropy(logits, y)
     slow = sum(LAM[n] * g.pow(2).sum() for n, g in zip(LAM, mask_gradients(loss, [sites[n] for n in LAM])))
     slow = slow / logits.shape[0]
-    params = list(p.values())
-    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-14)
-    for a, b in zip(_grads(fast, params), _grads(slow, params)):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    _assert_same_value_and_gradients(fast, slow, list(p.values()))
 
 
 def test_xi_from_the_logit_gradient_equals_xi_from_the_loss():

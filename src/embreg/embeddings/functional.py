@@ -53,7 +53,7 @@ class _MixedDimensionLookup(torch.autograd.Function):
         # local row of every distinct position, in three ops for all blocks (not one subtraction per block)
         local_all = distinct - offsets.index_select(0, torch.searchsorted(offsets, distinct, right=True) - 1)
         first = weights[0]
-        out_dim = projections[0].shape[1] if projections[0] is not None else first.shape[1]
+        out_dim = _output_dim(weights, projections)
         out_distinct = first.new_empty(distinct.numel(), out_dim)
         locals_, rows = [], []
         for i, (weight, projection) in enumerate(zip(weights, projections)):
@@ -106,6 +106,11 @@ class _MixedDimensionLookup(torch.autograd.Function):
         return (None, None, None, None, *grad_weights, *grad_projections)
 
 
+def _output_dim(weights: Sequence[torch.Tensor], projections: Sequence[torch.Tensor | None]) -> int:
+    """D: the projections' output width, or the first block's width when it is an identity block."""
+    return projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
+
+
 def _projections_or_empty(projections: Sequence[torch.Tensor | None], like: torch.Tensor) -> list[torch.Tensor]:
     """Projections with ``None`` replaced by an empty tensor (``save_for_backward`` takes tensors only)."""
     return [p if p is not None else like.new_empty(0) for p in projections]
@@ -139,7 +144,7 @@ def mixed_dimension_lookup(
         >>> mixed_dimension_lookup(torch.tensor([0, 4]), E, P, torch.tensor([0, 2, 5])).tolist()
         [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
     """
-    out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
+    out_dim = _output_dim(weights, projections)
     if positions.numel() == 0:
         return weights[0].new_zeros(*positions.shape, out_dim)
     flat = positions.reshape(-1)
@@ -161,7 +166,7 @@ def mixed_dimension_lookup_reference(
 ) -> torch.Tensor:
     """:func:`mixed_dimension_lookup` from differentiable torch ops (one gather and matmul per block); twice
     differentiable, slower. Same arguments and result."""
-    out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
+    out_dim = _output_dim(weights, projections)
     if positions.numel() == 0:
         return weights[0].new_zeros(*positions.shape, out_dim)
     flat = positions.reshape(-1)

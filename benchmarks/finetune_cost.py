@@ -29,20 +29,23 @@ import torch
 
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
-from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout, StepContext
+from embreg.recipes.finetune_run import load_finetune_recipe
+from embreg.regularizers import LNSR, StepContext
 
-METHODS = {
-    "FT": lambda: None,
-    "FT+Noise": lambda: LayerNoise(sigma=0.1),
-    "L2-SP": lambda: L2SP(alpha=0.01),
-    "Mixout": lambda: Mixout(p=0.1),
-    "SMART": lambda: SMART(weight=1.0, epsilon=1e-5, step_size=1e-3),
-    "R3F": lambda: R3F(weight=1.0, sigma=1e-5),
-    "LNSR": lambda: LNSR(sigma=0.2, start_layer=1),
-    "LNSR (b=3)": lambda: LNSR(sigma=0.2, start_layer=3),
-    "LNSR (b=4)": lambda: LNSR(sigma=0.2, start_layer=4),
-}
-TARGETS = {"LNSR": 1.7, "LNSR (b=3)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
+RECIPES = {"FT": "ft-reviews", "FT+Noise": "ft-reviews-noise", "L2-SP": "ft-reviews-l2sp", "Mixout": "ft-reviews-mixout",
+           "SMART": "ft-reviews-smart", "R3F": "ft-reviews-r3f", "LNSR": "ft-reviews-lnsr"}
+
+
+def _from_recipe(recipe: str):
+    """The regulariser exactly as the shipped recipe builds it (what the stability table ran)."""
+    return lambda: load_finetune_recipe(recipe).regularizer.build()
+
+
+# the seven recipes, then LNSR at the paper's injection layer (b = 1) and one layer later than the recipe's b = 3
+METHODS = {**{name: _from_recipe(recipe) for name, recipe in RECIPES.items()},
+           "LNSR (b=1)": lambda: LNSR(sigma=0.2, start_layer=1),
+           "LNSR (b=4)": lambda: LNSR(sigma=0.2, start_layer=4)}
+TARGETS = {"LNSR": 1.7, "LNSR (b=1)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 

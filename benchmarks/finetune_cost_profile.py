@@ -61,7 +61,7 @@ def profile_step(runner: Runner) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--methods", default="FT,R3F,LNSR,LNSR (b=3),SMART")
+    parser.add_argument("--methods", default="FT,R3F,LNSR (b=1),LNSR,SMART")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     methods = args.methods.split(",")

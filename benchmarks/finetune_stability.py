@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from embreg.recipes.finetune_builders import prepare_text
 from embreg.recipes.finetune_run import FINISHED_KEY, load_finetune_recipe, run_finetune_single
@@ -59,11 +60,14 @@ def _summaries(out: Path, methods: list[str]) -> dict[str, dict]:
 
 
 def run_seed_queue(out: Path, methods: list[str], seeds: int, overrides: list[str],
-                   budget_minutes: float | None = None) -> bool:
+                   budget_minutes: float | None = None, method_overrides: dict[str, list[str]] | None = None
+                   ) -> bool:
     """Trains seed 0 of every method, then seed 1, ..., into ``out/<recipe>/seed-<s>``, skipping finished seeds.
 
+    ``overrides`` apply to every recipe, ``method_overrides[method]`` to that method's only (after them).
     Returns False when ``budget_minutes`` ran out before the queue was done (no new seed is started after it).
     """
+    method_overrides = method_overrides or {}
     started = time.perf_counter()
     prepared = None
     for seed in range(seeds):
@@ -77,7 +81,7 @@ def run_seed_queue(out: Path, methods: list[str], seeds: int, overrides: list[st
             extra = [f"train.seed={seed}"]
             if seed == 0 and method in KEEP_BEST:
                 extra.append("train.keep_checkpoints=best")
-            cfg = load_finetune_recipe(METHODS[method], [*overrides, *extra])
+            cfg = load_finetune_recipe(METHODS[method], [*overrides, *method_overrides.get(method, []), *extra])
             if prepared is None:
                 prepared = prepare_text(cfg)
             result = run_finetune_single(cfg, seed_dir, resume=True, prepared=prepared)
@@ -86,6 +90,27 @@ def run_seed_queue(out: Path, methods: list[str], seeds: int, overrides: list[st
                                                            if k.startswith("test_")) +
                   f"  ({m['wall_seconds']:.0f} s)", flush=True)
     return True
+
+
+def parse_method_overrides(specs: list[str], methods: list[str]) -> dict[str, list[str]]:
+    """``["LNSR:regularizer.args.sigma=0.2", ...]`` -> ``{"LNSR": ["regularizer.args.sigma=0.2"], ...}``."""
+    parsed: dict[str, list[str]] = {}
+    for spec in specs:
+        method, sep, override = spec.partition(":")
+        if not sep or "=" not in override:
+            raise SystemExit(f"--method-set {spec!r}: expected METHOD:KEY=VALUE, e.g. LNSR:regularizer.args.sigma=0.2")
+        if method not in methods:
+            raise SystemExit(f"--method-set {spec!r}: method {method!r} is not one of the methods run {methods}")
+        parsed.setdefault(method, []).append(override)
+    return parsed
+
+
+def _regularizer_as_run(directory: Path) -> dict:
+    """The regulariser section of the first finished seed's saved config: what was run, not today's recipe."""
+    for seed_dir in sorted(directory.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+        if _finished(seed_dir) and (seed_dir / "config.yaml").is_file():
+            return yaml.safe_load((seed_dir / "config.yaml").read_text())["regularizer"]
+    return {}
 
 
 def report(out: Path, methods: list[str], tag: str, command: str, overrides: list[str]) -> None:
@@ -143,6 +168,8 @@ def main() -> None:
     parser.add_argument("--tag", default="binary", help="name of the results files")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override every recipe")
+    parser.add_argument("--method-set", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                        help="override one method's recipe, e.g. LNSR:regularizer.args.sigma=0.2")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished seeds")
     parser.add_argument("--budget-minutes", type=float, default=None, help="start no new seed after this long")
     args = parser.parse_args()
@@ -154,7 +181,8 @@ def main() -> None:
     # the command that makes the results: --report-only only rebuilds them from the seeds that finished
     command = "python benchmarks/finetune_stability.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
     if not args.report_only:
-        run_seed_queue(out, methods, args.seeds, args.set, args.budget_minutes)
+        run_seed_queue(out, methods, args.seeds, args.set, args.budget_minutes,
+                       parse_method_overrides(args.method_set, methods))
     report(out, methods, args.tag, command, args.set)
 
 

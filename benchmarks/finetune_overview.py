@@ -200,6 +200,7 @@ def main() -> None:
         "## Noise attenuation (paper Fig. 1)", "",
         "[finetuning-stability-attenuation.png](finetuning-stability-attenuation.png), made by the command in "
         "`finetuning-stability-attenuation.json` from seed 0 of FT and LNSR on the binary task.", "",
+        "![noise attenuation](finetuning-stability-attenuation.png)", "", *attenuation_table(),
         "## Not done yet", "", NOT_DONE, "",
         "## Commands", "", "```bash", *COMMANDS, "```", ""]
     (OUT / "finetuning-stability.md").write_text("\n".join(page))
@@ -243,6 +244,20 @@ k=b['attention_mask'].bool(); print([round(o.hidden[f'hidden_states.{r}'][k].std
 **The baselines are at their papers' defaults**, which favours LNSR in this comparison: LNSR had 8 settings tried on
 validation, each baseline one. The recipes describe the baselines' values as the defaults of each method's own paper;
 this page did not re-check them against those papers."""
+
+def attenuation_table() -> list[str]:
+    """Relative change at the last layer for noise injected at each layer, per model (the plot's end points)."""
+    record = json.loads((OUT / "finetuning-stability-attenuation.json").read_text())
+    curves = record["curves"]
+    layers = sorted(next(iter(curves.values())), key=int)
+    lines = [f"Relative L2 change at the last layer after noise of {record['meta']['ratio']:.0%} of a layer's output "
+             f"norm at layer b ({record['meta']['examples']} test reviews; lower = the noise is damped more):", "",
+             "| noise at layer b | " + " | ".join(curves) + " |", "|---|" + "---:|" * len(curves)]
+    for layer in layers[:-1]:
+        lines.append(f"| {'embedding output' if layer == '0' else layer} | "
+                     + " | ".join(f"{curves[model][layer][-1]:.3f}" for model in curves) + " |")
+    return [*lines, ""]
+
 
 def tuning_section() -> list[str]:
     """The validation tables of ``finetune_tuning.py`` (``finetuning-tuning-*.md``), where any grid has finished runs."""

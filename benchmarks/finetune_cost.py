@@ -27,13 +27,13 @@ from pathlib import Path
 
 import torch
 
+from finetune_stability import METHODS as RECIPES  # method name -> recipe name
+
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.recipes.finetune_run import load_finetune_recipe
 from embreg.regularizers import LNSR, StepContext
 
-RECIPES = {"FT": "ft-reviews", "FT+Noise": "ft-reviews-noise", "L2-SP": "ft-reviews-l2sp", "Mixout": "ft-reviews-mixout",
-           "SMART": "ft-reviews-smart", "R3F": "ft-reviews-r3f", "LNSR": "ft-reviews-lnsr"}
 
 
 def _from_recipe(recipe: str):

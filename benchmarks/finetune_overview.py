@@ -23,14 +23,13 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
+from finetune_stability import METHODS
+
 from embreg.recipes.finetune_run import FINISHED_KEY
 from embreg.train.stats import mann_whitney_u, welch_t_test
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results"
-METHODS = {"FT": "ft-reviews", "FT+Noise": "ft-reviews-noise", "L2-SP": "ft-reviews-l2sp",
-           "Mixout": "ft-reviews-mixout", "SMART": "ft-reviews-smart", "R3F": "ft-reviews-r3f",
-           "LNSR": "ft-reviews-lnsr"}
 METRICS = ("test_accuracy", "test_mcc")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import json
 import platform
 import resource
@@ -92,6 +93,10 @@ def _status_mib(field: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
 def peak_memory(method: str, args: argparse.Namespace) -> tuple[float, float]:
     """``(peak RSS, peak minus RSS before the first step)`` in MiB of a fresh process running ``method``.
 
@@ -127,6 +132,7 @@ def main() -> None:
             runner.step()
         print(_status_mib("VmHWM"), before)
         return
+    started = _utc_now()
     runners = {name: Runner(base, name, batch) for name in METHODS}
     for runner in runners.values():
         runner.step()  # warm-up: allocator, lazy initialisation
@@ -143,7 +149,8 @@ def main() -> None:
     if not args.no_memory:
         for name in METHODS:
             rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)
-    machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
+    machine = (f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
+               f"run {started}-{_utc_now()} UTC")
     command = "python benchmarks/finetune_cost.py " + " ".join(sys.argv[1:])
     record = {"command": command, "machine": machine, "host_note": args.host_note,
               "batch": [args.batch_size, args.max_length],

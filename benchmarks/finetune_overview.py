@@ -298,9 +298,9 @@ def cost_note(cost: dict, profile: dict) -> str:
         text.append(f"R3F runs the same extra pass as LNSR at b = 1: {cost['methods']['R3F']['ratio_to_FT']:.2f}x in "
                     f"the cost run, {rows['R3F']['ratio_to_FT']:.2f}x in the profiled run, so its 2x target holds "
                     "in the controlled run but with little margin.")
-    text.append(f"Cost run: {cost.get('host_note', 'other jobs shared the two cores')}. The profile was taken while "
-                "other jobs (also this study's own seed queue) shared the two cores; ratios come from interleaved "
-                "steps in one process, which makes them robust to slow drifts in load but not to bursts.")
+    text.append(f"Cost run: {cost.get('host_note', 'other jobs shared the two cores')}. Profile: "
+                f"{profile.get('machine', 'not run')}. Both take their ratios from interleaved steps in one process, "
+                "which makes them robust to slow drifts in load but not to bursts.")
     return " ".join(text)
 
 

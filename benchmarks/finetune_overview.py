@@ -226,7 +226,7 @@ at each run's best epoch (test MCC is shown but was not used). The top point, si
 the table below gives every point, and its top two are within one standard deviation of each other, so the choice
 among the small-sigma points is not sharp. The
 grid's seed-1 run at the chosen point is the comparison's LNSR seed 1 (same configuration, copied); every other
-seed was trained afresh. The earlier comparison runs at b = 1 (2 seeds) are kept in the local run directory
+seed was trained afresh. The earlier comparison runs at b = 1 (LNSR 2 seeds, FT+Noise 1) are kept in the local run directory
 `runs/ft-stability-pretuning`; their table is in this page's git history.
 The sigma grid is set from the scale of the state it perturbs: over 256 training reviews (48 tokens) the entries of
 MiniLM's x^1 (the embedding output, after LayerNorm) have standard deviation 0.497 (states h_1..h_5: 0.56-0.66,

@@ -33,19 +33,18 @@ from finetune_stability import METHODS as RECIPES  # method name -> recipe name
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.recipes.finetune_run import load_finetune_recipe
-from embreg.regularizers import LNSR, StepContext
+from embreg.regularizers import StepContext
 
 
+def _from_recipe(recipe: str, *overrides: str):
+    """The regulariser exactly as the shipped recipe (with ``overrides``) builds it: what the stability table ran."""
+    return lambda: load_finetune_recipe(recipe, list(overrides)).regularizer.build()
 
-def _from_recipe(recipe: str):
-    """The regulariser exactly as the shipped recipe builds it (what the stability table ran)."""
-    return lambda: load_finetune_recipe(recipe).regularizer.build()
 
-
-# the seven recipes, then LNSR at the paper's injection layer (b = 1) and one layer later than the recipe's b = 3
+# the seven recipes, then the LNSR recipe at the paper's injection layer (b = 1) and one layer later than its b = 3
 METHODS = {**{name: _from_recipe(recipe) for name, recipe in RECIPES.items()},
-           "LNSR (b=1)": lambda: LNSR(sigma=0.2, start_layer=1),
-           "LNSR (b=4)": lambda: LNSR(sigma=0.2, start_layer=4)}
+           "LNSR (b=1)": _from_recipe(RECIPES["LNSR"], "regularizer.args.start_layer=1"),
+           "LNSR (b=4)": _from_recipe(RECIPES["LNSR"], "regularizer.args.start_layer=4")}
 TARGETS = {"LNSR": 1.7, "LNSR (b=1)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 

@@ -47,8 +47,9 @@ def points(grid: list[tuple[str, list[str]]]) -> list[list[str]]:
 
 
 def slug(overrides: list[str]) -> str:
-    """A directory name for one grid point, e.g. ``sigma=0.1_start_layer=3``."""
-    return "_".join(o.rsplit(".", 1)[-1] for o in overrides) or "recipe"
+    """A directory name for one grid point, e.g. ``sigma=0.1_start_layer=3`` (last part of each key, full value)."""
+    return "_".join(f"{key.rsplit('.', 1)[-1]}={value}"
+                    for key, _, value in (o.partition("=") for o in overrides)) or "recipe"
 
 
 def summary_row(overrides: list[str], runs: list[dict]) -> dict:

@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import torch
-from scipy import stats as scipy_stats
 
 from finetune_stability import METHODS as RECIPES  # method name -> recipe name
 
@@ -37,6 +36,7 @@ from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.recipes.finetune_run import load_finetune_recipe
 from embreg.regularizers import StepContext
+from embreg.train.stats import median_interval, target_verdict
 
 
 def _from_recipe(recipe: str, *overrides: str):
@@ -90,22 +90,6 @@ def paired_round_ratios(times: list[float], ft_times: list[float], steps: int) -
     rounds = len(times) // steps
     return [statistics.median(times[r * steps:(r + 1) * steps]) / statistics.median(ft_times[r * steps:(r + 1) * steps])
             for r in range(rounds)]
-
-
-def bootstrap_interval(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of the median of ``values`` (fixed seed, so the record is reproducible)."""
-    if len(values) < 2:
-        return values[0], values[0]
-    result = scipy_stats.bootstrap((values,), statistics.median, n_resamples=resamples, method="percentile",
-                                   vectorized=False, random_state=seed)
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
-
-
-def verdict(low: float, high: float, target: float | None) -> str:
-    """``met`` when the whole interval is at or under the target, ``missed`` when it is all above, else ``at limit``."""
-    if target is None:
-        return "—"
-    return "met" if high <= target else ("missed" if low > target else "at limit")
 
 
 def _status_mib(field: str) -> float:
@@ -171,10 +155,10 @@ def main() -> None:
     for name in METHODS:
         median = statistics.median(times[name])
         round_ratios = paired_round_ratios(times[name], times["FT"], args.steps)
-        low, high = bootstrap_interval(round_ratios)
+        low, high = median_interval(round_ratios)
         rows[name] = {"median_step_seconds": median, "ratio_to_FT": median / base_time, "target": TARGETS.get(name),
                       "round_ratios": round_ratios, "ratio_ci95": [low, high],
-                      "verdict": verdict(low, high, TARGETS.get(name)), "step_seconds": times[name]}
+                      "verdict": target_verdict(low, high, TARGETS.get(name)), "step_seconds": times[name]}
     if not args.no_memory:
         for name in METHODS:
             rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)

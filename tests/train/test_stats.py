@@ -1,13 +1,21 @@
 """Tests of ``embreg.train.stats``: run summaries and significance tests."""
 
 import math
+import statistics
 
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
 from embreg.errors import EmbregError
-from embreg.train.stats import mann_whitney_u, summarize, summarize_runs, welch_t_test
+from embreg.train.stats import (
+    mann_whitney_u,
+    median_interval,
+    summarize,
+    summarize_runs,
+    target_verdict,
+    welch_t_test,
+)
 
 
 def test_summarize_hand_computed() -> None:
@@ -103,3 +111,35 @@ def test_summarize_runs_rejects_empty_and_mismatched_runs() -> None:
     expected = r"run 1 reports different metrics from run 0: missing \['mae'\], extra \['x'\]"
     with pytest.raises(EmbregError, match=expected):
         summarize_runs([{"rmse": 1.0, "mae": 1.0}, {"rmse": 1.0, "x": 2.0}])
+
+
+def test_median_interval_brackets_the_median_and_is_reproducible() -> None:
+    values = [1.52, 1.77, 1.61, 1.70, 1.58, 1.66, 1.73, 1.55, 1.69, 1.64]
+    low, high = median_interval(values)
+    assert low <= statistics.median(values) <= high
+    assert min(values) <= low < high <= max(values)
+    assert median_interval(values) == (low, high)
+    assert median_interval(values, confidence=0.5)[1] - median_interval(values, confidence=0.5)[0] < high - low
+
+
+def test_median_interval_degenerate_and_bad_input() -> None:
+    assert median_interval([2.0]) == (2.0, 2.0)
+    assert median_interval([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    with pytest.raises(EmbregError, match="empty"):
+        median_interval([])
+    with pytest.raises(EmbregError, match="finite"):
+        median_interval([1.0, float("nan")])
+    with pytest.raises(EmbregError, match=r"confidence=1.0 is outside the valid range \(0, 1\)"):
+        median_interval([1.0, 2.0], confidence=1.0)
+
+
+@pytest.mark.parametrize(("low", "high", "target", "expected"), [
+    (1.5, 1.7, 1.7, "met"), (1.5, 1.71, 1.7, "at limit"), (1.7, 1.8, 1.7, "at limit"), (1.71, 1.8, 1.7, "missed"),
+    (1.0, 2.0, None, "—")])
+def test_target_verdict(low, high, target, expected) -> None:
+    assert target_verdict(low, high, target) == expected
+
+
+def test_target_verdict_rejects_reversed_interval() -> None:
+    with pytest.raises(EmbregError, match="low=2.0 is above high=1.0"):
+        target_verdict(2.0, 1.0, 1.5)

@@ -2,7 +2,9 @@
 
 A multi-seed run reports each metric as mean, sample standard deviation, median, min and max over seeds
 (:func:`summarize_runs`); ``embreg compare`` asks whether two runs differ with Welch's t-test (unequal
-variances) and the Mann-Whitney U test (rank based, no normality assumption).
+variances) and the Mann-Whitney U test (rank based, no normality assumption). Benchmarks with a target ratio
+(e.g. "step time at most 1.7x plain") report the median of repeated ratios with a bootstrap interval
+(:func:`median_interval`) and say whether the interval clears the target (:func:`target_verdict`).
 
 Example:
     >>> summary = summarize_runs([{"rmse": 0.90}, {"rmse": 0.92}, {"rmse": 0.91}])
@@ -22,7 +24,7 @@ from scipy import stats as scipy_stats
 
 from embreg.errors import EmbregError
 
-__all__ = ["summarize", "welch_t_test", "mann_whitney_u", "summarize_runs"]
+__all__ = ["summarize", "welch_t_test", "mann_whitney_u", "summarize_runs", "median_interval", "target_verdict"]
 
 
 def _floats(values: Sequence[float], name: str) -> list[float]:
@@ -155,3 +157,52 @@ def summarize_runs(metrics_list: list[dict[str, float]]) -> dict[str, dict[str, 
                 f"run {index} reports different metrics from run 0: missing {missing}, extra {extra}"
             )
     return {name: summarize([m[name] for m in metrics_list]) for name in names}
+
+
+def median_interval(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000,
+                    seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median of ``values`` (fixed seed: reproducible).
+
+    Args:
+        values: repeated measurements (e.g. per-round step-time ratios); at least one, all finite.
+        confidence: the interval's coverage, in (0, 1).
+        resamples: bootstrap resamples.
+        seed: seed of the resampling.
+
+    Returns:
+        ``(low, high)``; a single value gives ``(value, value)``.
+
+    Example:
+        >>> low, high = median_interval([1.5, 1.6, 1.7, 1.8, 1.9])
+        >>> 1.5 <= low <= 1.7 <= high <= 1.9
+        True
+    """
+    x = _floats(values, "values")
+    if not x:
+        raise EmbregError("values is empty; median_interval needs at least one value")
+    if not all(math.isfinite(v) for v in x):
+        raise EmbregError(f"values must be finite, got {x}")
+    if not 0.0 < confidence < 1.0:
+        raise EmbregError(f"confidence={confidence} is outside the valid range (0, 1)")
+    if len(x) == 1 or max(x) == min(x):
+        return x[0], x[0]
+    result = scipy_stats.bootstrap((x,), statistics.median, n_resamples=resamples, confidence_level=confidence,
+                                   method="percentile", vectorized=False, random_state=seed)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def target_verdict(low: float, high: float, target: float | None) -> str:
+    """Whether an interval ``[low, high]`` of a cost ratio meets an upper-bound ``target``.
+
+    ``"met"`` when the whole interval is at or under the target, ``"missed"`` when all of it is above, ``"at
+    limit"`` when it contains the target, ``"—"`` without a target.
+
+    Example:
+        >>> target_verdict(1.5, 1.65, 1.7), target_verdict(1.6, 1.8, 1.7), target_verdict(1.75, 1.9, 1.7)
+        ('met', 'at limit', 'missed')
+    """
+    if low > high:
+        raise EmbregError(f"low={low} is above high={high}; an interval needs low <= high")
+    if target is None:
+        return "—"
+    return "met" if high <= target else ("missed" if low > target else "at limit")

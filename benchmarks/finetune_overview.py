@@ -321,6 +321,11 @@ def size_curve_section() -> list[str]:
         diffs = [f"{size}: {points['LNSR'][size][0] - points['FT'][size][0]:+.4f}"
                  for size in sorted(points["FT"], key=int) if size in points["LNSR"]]
         lines += [f"LNSR minus FT, mean {record['metric']} per training-set size: {'; '.join(diffs)}.", ""]
+    for extra in sorted(OUT.glob("finetuning-size-curve-*.json")):
+        other = json.loads(extra.read_text())
+        cells = [f"{method} at {size}: {mean:.4f} ± {std:.4f} ({n} seeds)"
+                 for method, by_size in other["points"].items() for size, (mean, std, n) in by_size.items()]
+        lines += [f"Variant `{other['command']}`: {'; '.join(cells)}.", ""]
     return lines
 
 

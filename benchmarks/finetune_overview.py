@@ -274,33 +274,45 @@ def _grid_value(row: dict) -> tuple[str, float]:
     return key.rsplit(".", 1)[-1], float(value)
 
 
+BASELINES = ("L2-SP", "Mixout", "SMART", "R3F")
+
+
+def baseline_grid(name: str) -> tuple[str, float, dict, dict | None, list[dict]] | None:
+    """A baseline's validation grid: ``(key, recipe value, best row, recipe row or None, finished rows)``, or
+    ``None`` without a record (``finetuning-tuning-<method>.json`` of ``finetune_tuning.py``)."""
+    path = OUT / f"finetuning-tuning-{name.lower().replace('-', '')}.json"
+    if not path.is_file():
+        return None
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["val_mcc"] is not None]
+    key = _grid_value(rows[0])[0]
+    recipe_value = load_finetune_recipe(METHODS[name]).regularizer.args[key]
+    best = max(rows, key=lambda r: r["val_mcc"])
+    recipe_row = next((r for r in rows if _grid_value(r)[1] == recipe_value), None)
+    return key, recipe_value, best, recipe_row, rows
+
+
 def baseline_tuning_note() -> list[str]:
-    """For each baseline with a tuning record: is the recipe's value (what the comparison ran) the validation best?"""
+    """For each baseline with a grid: is the recipe's value (what the comparison ran) the validation best?"""
     sentences = []
-    for name in ("L2-SP", "Mixout", "SMART", "R3F"):
-        path = OUT / f"finetuning-tuning-{name.lower().replace('-', '')}.json"
-        if not path.is_file():
-            sentences.append(f"{name}: no validation grid run yet.")
+    for name in BASELINES:
+        grid = baseline_grid(name)
+        if grid is None:
+            sentences.append(f"{name}: no validation grid run.")
             continue
-        record = json.loads(path.read_text())
-        args = load_finetune_recipe(METHODS[name]).regularizer.args
-        rows = [r for r in record["rows"] if r["val_mcc"] is not None]
-        recipe_rows = [r for r in rows if args.get(_grid_value(r)[0]) == _grid_value(r)[1]]
-        best = max(rows, key=lambda r: r["val_mcc"])
-        key, best_value = _grid_value(best)
-        grid = ", ".join(f"{_grid_value(r)[1]:g} ({r['val_mcc']:.4f}, {r['seeds']} seeds)" for r in record["rows"]
-                         if r["val_mcc"] is not None)
-        if best in recipe_rows:
-            verdict = f"the recipe's {key} {best_value:g} is the validation best, so the comparison ran the best value of the grid"
-        elif recipe_rows:
-            gap = best["val_mcc"] - recipe_rows[0]["val_mcc"]
-            spread = max(best["val_mcc_std"], recipe_rows[0]["val_mcc_std"])
-            verdict = (f"{key} {best_value:g} is ahead of the recipe's {args[key]:g} by {gap:.4f} validation MCC "
-                       f"({'within' if gap <= spread else 'more than'} one seed standard deviation, {spread:.4f}); "
-                       "the comparison tables ran the recipe's value")
+        key, recipe_value, best, recipe_row, rows = grid
+        scores = ", ".join(f"{_grid_value(r)[1]:g}: {r['val_mcc']:.4f} ± {r['val_mcc_std']:.4f} ({r['seeds']} seeds)"
+                           for r in rows)
+        if best is recipe_row:
+            verdict = f"the recipe's {key} {recipe_value:g} is the validation best of the grid"
+        elif recipe_row is not None:
+            gap = best["val_mcc"] - recipe_row["val_mcc"]
+            spread = max(best["val_mcc_std"], recipe_row["val_mcc_std"])
+            verdict = (f"{key} {_grid_value(best)[1]:g} is ahead of the recipe's {recipe_value:g} by {gap:.4f} "
+                       f"validation MCC ({'within' if gap <= spread else 'more than'} one seed standard deviation, "
+                       f"{spread:.4f}); the comparison tables ran the recipe's value")
         else:
-            verdict = f"best point {key} {best_value:g}; the recipe's value was not in the grid"
-        sentences.append(f"{name} ({key}: mean validation MCC {grid}): {verdict}.")
+            verdict = f"best point {key} {_grid_value(best)[1]:g}; the recipe's value was not in the grid"
+        sentences.append(f"{name} (mean validation MCC per {key}: {scores}): {verdict}.")
     return ["**Baseline strengths on validation** (`benchmarks/finetune_tuning.py`, same protocol as LNSR's grid, "
             "seeds 0 and 1; the recipe's point reuses the comparison's seeds 0 and 1, which ran that exact "
             "configuration). " + " ".join(sentences), ""]
@@ -413,19 +425,15 @@ NOT_DONE = """\
 
 
 def not_done() -> str:
-    """:data:`NOT_DONE` plus one line per baseline whose validation-best strength is not the recipe's value."""
+    """:data:`NOT_DONE` plus a line per baseline without a grid or whose validation best is not the recipe's."""
     lines = [NOT_DONE]
-    for name in ("L2-SP", "Mixout", "SMART", "R3F"):
-        path = OUT / f"finetuning-tuning-{name.lower().replace('-', '')}.json"
-        if not path.is_file():
-            lines.append(f"* {name}: its strength was not checked on validation.")
-            continue
-        rows = [r for r in json.loads(path.read_text())["rows"] if r["val_mcc"] is not None]
-        best = max(rows, key=lambda r: r["val_mcc"])
-        key, value = _grid_value(best)
-        if load_finetune_recipe(METHODS[name]).regularizer.args.get(key) != value:
-            lines.append(f"* {name} at its validation-best {key} {value:g}: the 10-seed comparison ran the recipe's "
-                         "value; a comparison at the validation-best value was not run.")
+    for name in BASELINES:
+        grid = baseline_grid(name)
+        if grid is None:
+            lines.append(f"* {name}: its strength was not checked on validation (CPU time; command below).")
+        elif grid[2] is not grid[3]:
+            lines.append(f"* {name} at its validation-best {grid[0]} {_grid_value(grid[2])[1]:g}: the 10-seed "
+                         "comparison ran the recipe's value; a comparison at the validation-best value was not run.")
     return "\n".join(lines)
 
 
@@ -440,16 +448,25 @@ COMMANDS = [
     "--grid regularizer.args.sigma=0.05,0.1,0.2,0.4 --grid regularizer.args.start_layer=1,3 --seeds 2 "
     "--out runs/ft-tuning --results docs/results/finetuning-tuning-lnsr",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_tuning.py --method L2-SP "
-    "--grid regularizer.args.alpha=0.01,0.1,1 --seeds 2 --out runs/ft-tuning --results docs/results/finetuning-tuning-l2sp",
+    "--grid regularizer.args.alpha=0.01,0.1,1 --seeds 2 --out runs/ft-tuning "
+    "--results docs/results/finetuning-tuning-l2sp",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_tuning.py --method Mixout "
-    "--grid regularizer.args.p=0.1,0.3,0.7 --seeds 2 --out runs/ft-tuning --results docs/results/finetuning-tuning-mixout",
+    "--grid regularizer.args.p=0.1,0.3,0.7 --seeds 2 --out runs/ft-tuning "
+    "--results docs/results/finetuning-tuning-mixout",
+    "# (the SMART grid was not run: CPU time; its recipe point is the comparison's seeds 0 and 1)",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_tuning.py --method SMART "
-    "--grid regularizer.args.weight=1,3,10 --seeds 2 --out runs/ft-tuning --results docs/results/finetuning-tuning-smart",
+    "--grid regularizer.args.weight=1,3,10 --seeds 2 --out runs/ft-tuning "
+    "--results docs/results/finetuning-tuning-smart",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_tuning.py --method R3F "
-    "--grid regularizer.args.weight=0.1,1,5 --seeds 2 --out runs/ft-tuning --results docs/results/finetuning-tuning-r3f",
+    "--grid regularizer.args.weight=0.1,1,5 --seeds 2 --out runs/ft-tuning "
+    "--results docs/results/finetuning-tuning-r3f",
     "# Fig. 4: scores against training-set size",
     "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_size_curve.py --sizes 250 500 1000 2000 --methods FT,LNSR "
     "--seeds 3 --reuse 1000=runs/ft-stability --out runs/ft-size-curve --results docs/results/finetuning-size-curve",
+    "# 250 examples at 12 epochs: as many optimisation steps (96) as the 1000-example runs at 3 epochs",
+    "OMP_NUM_THREADS=1 nice -n 19 python benchmarks/finetune_size_curve.py --sizes 250 --methods FT,LNSR --seeds 3 "
+    "--set train.epochs=12 --out runs/ft-size-curve-equal-steps "
+    "--results docs/results/finetuning-size-curve-250-equal-steps",
     "# rebuild a task's tables from whatever has finished (also while the queue runs)",
     "python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability --report-only",
     "python benchmarks/finetune_stability.py --seeds 10 --out runs/ft-stability-polarity --tag polarity "

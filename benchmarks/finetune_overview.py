@@ -336,10 +336,10 @@ def size_curve_section() -> list[str]:
     collapsed = sorted({int(size) for by_size in points.values() for size, (mean, std, _) in by_size.items()
                         if mean == 0.0 and std == 0.0})
     if collapsed:
-        lines += [f"At {', '.join(map(str, collapsed))} examples the score is 0 for every seed: with 3 epochs the runs "
-                  "take a quarter of the 1000-example runs' steps and predict the majority class throughout (the "
-                  "best epoch on validation is then the first). The variant below trains that size for as many "
-                  "steps as the 1000-example runs.", ""]
+        lines += [f"At {', '.join(map(str, collapsed))} examples the score is 0 for every seed: with a fixed "
+                  "number of epochs, a smaller set means proportionally fewer optimisation steps, and these runs "
+                  "predict the majority class throughout (the best epoch on validation is then the first). A "
+                  "variant below, where present, trains such a size for as many steps as the 1000-example runs.", ""]
     for extra in sorted(OUT.glob("finetuning-size-curve-*.json")):
         other = json.loads(extra.read_text())
         cells = [f"{method} at {size}: {mean:.4f} ± {std:.4f} ({n} seeds)"

@@ -60,17 +60,19 @@ def _summaries(out: Path, methods: list[str]) -> dict[str, dict]:
 
 
 def run_seed_queue(out: Path, methods: list[str], seeds: int, overrides: list[str],
-                   budget_minutes: float | None = None, method_overrides: dict[str, list[str]] | None = None
-                   ) -> bool:
-    """Trains seed 0 of every method, then seed 1, ..., into ``out/<recipe>/seed-<s>``, skipping finished seeds.
+                   budget_minutes: float | None = None, method_overrides: dict[str, list[str]] | None = None,
+                   first_seed: int = 0) -> bool:
+    """Trains seed ``first_seed`` of every method, then the next, ... up to ``seeds - 1``, into
+    ``out/<recipe>/seed-<s>``, skipping finished seeds.
 
-    ``overrides`` apply to every recipe, ``method_overrides[method]`` to that method's only (after them).
+    ``overrides`` apply to every recipe, ``method_overrides[method]`` to that method's only (after them). Two
+    processes given disjoint seed ranges (``first_seed``) can fill one run directory side by side.
     Returns False when ``budget_minutes`` ran out before the queue was done (no new seed is started after it).
     """
     method_overrides = method_overrides or {}
     started = time.perf_counter()
     prepared = None
-    for seed in range(seeds):
+    for seed in range(first_seed, seeds):
         for method in methods:
             seed_dir = out / METHODS[method] / f"seed-{seed}"
             if _finished(seed_dir):
@@ -172,6 +174,8 @@ def main() -> None:
                         help="override one method's recipe, e.g. LNSR:regularizer.args.sigma=0.2")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished seeds")
     parser.add_argument("--budget-minutes", type=float, default=None, help="start no new seed after this long")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="train seeds first-seed .. seeds-1 only (a second process can take another range)")
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = [m for m in methods if m not in METHODS]
@@ -182,7 +186,7 @@ def main() -> None:
     command = "python benchmarks/finetune_stability.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
     if not args.report_only:
         run_seed_queue(out, methods, args.seeds, args.set, args.budget_minutes,
-                       parse_method_overrides(args.method_set, methods))
+                       parse_method_overrides(args.method_set, methods), args.first_seed)
     report(out, methods, args.tag, command, args.set)
 
 

@@ -322,8 +322,8 @@ def baseline_tuning_note() -> list[str]:
 
 
 def best_value_comparison(name: str) -> str | None:
-    """The binary comparison re-run at a baseline's validation-best value (``finetuning-stability-binary-<method>-
-    best.json``, FT's seeds shared), as one sentence of test MCC against FT; ``None`` where it was not run."""
+    """One sentence on the binary comparison re-run at a baseline's validation-best value (test MCC against FT's
+    shared seeds), from ``finetuning-stability-binary-<method>-best.json``; ``None`` where it was not run."""
     path = OUT / f"finetuning-stability-binary-{name.lower().replace('-', '')}-best.json"
     if not path.is_file():
         return None
@@ -333,11 +333,11 @@ def best_value_comparison(name: str) -> str | None:
             f"[{path.with_suffix('.md').name}]({path.with_suffix('.md').name})): test MCC {ours['mean']:.4f} ± "
             f"{ours['std']:.4f} over {ours['n']} seeds against FT's {ft['mean']:.4f} ± {ft['std']:.4f} "
             f"({ft['n']} seeds; p Welch {_p(welch_t_test(ours['values'], ft['values']))}, Mann-Whitney "
-            f"{_p(mann_whitney_u(ours['values'], ft['values']))}), beside {record_at_recipe(name)} at the "
+            f"{_p(mann_whitney_u(ours['values'], ft['values']))}), beside {main_comparison_summary(name)} at the "
             "recipe's value.")
 
 
-def record_at_recipe(name: str) -> str:
+def main_comparison_summary(name: str) -> str:
     """``mean ± std (n seeds)`` of a method's test MCC in the main binary comparison."""
     summary = json.loads((OUT / "finetuning-stability-binary.json").read_text())["summaries"][name]["test_mcc"]
     return f"{summary['mean']:.4f} ± {summary['std']:.4f} ({summary['n']} seeds)"

@@ -329,7 +329,7 @@ def best_value_comparison(name: str) -> str | None:
         return None
     record = json.loads(path.read_text())
     ours, ft = record["summaries"][name]["test_mcc"], record["summaries"]["FT"]["test_mcc"]
-    return (f"Re-run at {record['regularizers'][name]['args']} on the binary task (`{record['command']}`, "
+    return (f"Re-run at {', '.join(f'{k} {v:g}' for k, v in record['regularizers'][name]['args'].items())} on the binary task (`{record['command']}`, "
             f"[{path.with_suffix('.md').name}]({path.with_suffix('.md').name})): test MCC {ours['mean']:.4f} ± "
             f"{ours['std']:.4f} over {ours['n']} seeds against FT's {ft['mean']:.4f} ± {ft['std']:.4f} "
             f"({ft['n']} seeds; p Welch {_p(welch_t_test(ours['values'], ft['values']))}, Mann-Whitney "

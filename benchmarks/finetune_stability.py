@@ -155,9 +155,7 @@ def report(out: Path, methods: list[str], tag: str, command: str, overrides: lis
              title=f"{cfg.data.dataset}/{cfg.data.task}, {sizes['train']} training examples: {metrics[0]} per seed")
     record = {"command": command, "machine": machine, "overrides": overrides,
               "recipes": {m: METHODS[m] for m in present},
-              "regularizers": {m: {"name": load_finetune_recipe(METHODS[m], overrides).regularizer.name,
-                                   "args": load_finetune_recipe(METHODS[m], overrides).regularizer.args}
-                               for m in present},
+              "regularizers": {m: _regularizer_as_run(out / METHODS[m]) for m in present},
               "summaries": summaries}
     (OUT / f"finetuning-stability-{tag}.json").write_text(json.dumps(record, indent=2) + "\n")
     print("\n".join(lines))

@@ -268,6 +268,11 @@ def attenuation_table() -> list[str]:
     return [*lines, ""]
 
 
+def _file_slug(method: str) -> str:
+    """The method's part of a results file name: ``L2-SP`` -> ``l2sp`` (``finetuning-tuning-l2sp.json``)."""
+    return method.lower().replace("-", "")
+
+
 def _grid_value(row: dict) -> tuple[str, float]:
     """``("alpha", 0.1)`` from a one-key tuning row with overrides ``["regularizer.args.alpha=0.1"]``."""
     key, _, value = row["overrides"][0].partition("=")
@@ -280,7 +285,7 @@ BASELINES = ("L2-SP", "Mixout", "SMART", "R3F")
 def baseline_grid(name: str) -> tuple[str, float, dict, dict | None, list[dict]] | None:
     """A baseline's validation grid: ``(key, recipe value, best row, recipe row or None, finished rows)``, or
     ``None`` without a record (``finetuning-tuning-<method>.json`` of ``finetune_tuning.py``)."""
-    path = OUT / f"finetuning-tuning-{name.lower().replace('-', '')}.json"
+    path = OUT / f"finetuning-tuning-{_file_slug(name)}.json"
     if not path.is_file():
         return None
     rows = [r for r in json.loads(path.read_text())["rows"] if r["val_mcc"] is not None]
@@ -324,7 +329,7 @@ def baseline_tuning_note() -> list[str]:
 def best_value_comparison(name: str) -> str | None:
     """One sentence on the binary comparison re-run at a baseline's validation-best value (test MCC against FT's
     shared seeds), from ``finetuning-stability-binary-<method>-best.json``; ``None`` where it was not run."""
-    path = OUT / f"finetuning-stability-binary-{name.lower().replace('-', '')}-best.json"
+    path = OUT / f"finetuning-stability-binary-{_file_slug(name)}-best.json"
     if not path.is_file():
         return None
     record = json.loads(path.read_text())

@@ -4,14 +4,19 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
 
 * ``uniform@D``   nn.Embedding(N, D), the same base dimension as the MD layer,
 * ``md``          MixedDimensionEmbedding sized by Alg. 1 from base dimension D (k equal-mass blocks, Alg. 3),
+  as a user gets it (the fused C++ kernel when it builds, see ``--kernel``),
 * ``uniform@eq``  nn.Embedding(N, d_eq) with d_eq = round(MD parameters / N): the same parameter budget,
-* ``md-reference`` the same MD layer (same parameters) looked up with
+* ``md-torch``    the same MD layer (same parameters) looked up with the tensor-op node
+  (``functional._MixedDimensionLookup``: distinct rows once, hand-written backward; the layer's path before the
+  kernel, and its path with ``EMBREG_MD_KERNEL=off``),
+* ``md-reference`` the same MD layer looked up with
   :func:`embreg.embeddings.functional.mixed_dimension_lookup_reference` (one gather, one matmul and their
-  autograd nodes per block, as the layer did before the fused lookup), to show what the fused lookup saves,
+  autograd nodes per block, as the layer did before either),
 
 with dense gradients and with sparse gradients. Each step ends with the gradients released (``grad = None``), as
 an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
-``--warmup`` untimed ones, configurations taken in turn, on two clocks: wall time and the CPU time of the
+``--warmup`` untimed ones, configurations taken in turn (so each step starts with caches the other
+configurations have just used), with Python's garbage collector paused as ``timeit`` does, on two clocks: wall time and the CPU time of the
 thread (``time.thread_time``; on a shared machine it leaves out the time the process waits for a core, so its
 ratios are the steadier ones). Memory: bytes of parameters, buffers (the MD index map)
 and Adam state after one real Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
@@ -23,19 +28,23 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from embreg.embeddings import MixedDimensionEmbedding, md_embedding, memory_report
-from embreg.embeddings.functional import mixed_dimension_lookup_reference
+from embreg.embeddings._kernel import fused_kernel
+from embreg.embeddings.functional import _MixedDimensionLookup, mixed_dimension_lookup_reference
 
 
 class ReferenceLookup(nn.Module):
@@ -49,6 +58,21 @@ class ReferenceLookup(nn.Module):
         md = self.md
         return mixed_dimension_lookup_reference(md.positions(ids), [b.weight for b in md.blocks],
                                                 [b.projection for b in md.blocks], md.offsets, sparse=md.sparse)
+
+
+class TensorOpLookup(nn.Module):
+    """An MD layer's parameters looked up with the one-node tensor-op lookup (the path without the kernel)."""
+
+    def __init__(self, md: MixedDimensionEmbedding) -> None:
+        super().__init__()
+        self.md = md
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        md = self.md
+        weights, projections = [b.weight for b in md.blocks], [b.projection for b in md.blocks]
+        out = _MixedDimensionLookup.apply(md.positions(ids).reshape(-1), md.offsets, md.sparse, md.num_blocks,
+                                          *weights, *projections)
+        return out.reshape(*ids.shape, md.embedding_dim)
 
 
 def zipf_counts(rows: int, exponent: float) -> torch.Tensor:
@@ -75,15 +99,28 @@ def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], rep
     wall = {name: [] for name in modules}
     cpu = {name: [] for name in modules}
     params = {name: list(module.parameters()) for name, module in modules.items()}
-    for r in range(warmup + reps):
-        ids = batches[r % len(batches)]
-        for name, module in modules.items():
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            step(module, params[name], ids)
-            if r >= warmup:
-                wall[name].append(time.perf_counter() - started)
-                cpu[name].append(time.thread_time() - started_cpu)
+    with gc_paused():
+        for r in range(warmup + reps):
+            ids = batches[r % len(batches)]
+            for name, module in modules.items():
+                started, started_cpu = time.perf_counter(), time.thread_time()
+                step(module, params[name], ids)
+                if r >= warmup:
+                    wall[name].append(time.perf_counter() - started)
+                    cpu[name].append(time.thread_time() - started_cpu)
     return wall, cpu
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector off (as ``timeit`` does): a collection pass over every object the process holds
+    would land on whichever step triggers it, and it is not the layer's cost."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int
@@ -96,7 +133,8 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
         eq_dim = max(1, round(md.num_parameters / rows))
         modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
-                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-reference": ReferenceLookup(md)}
+                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-torch": TensorOpLookup(md),
+                   "md-reference": ReferenceLookup(md)}
         wall, cpu = time_configs(modules, batches, reps, warmup)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
@@ -109,13 +147,13 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
                               "median_s": medians[name], "ids_per_s": batch / medians[name],
                               "cpu_median_s": cpu_medians[name], "cpu_ids_per_s": batch / cpu_medians[name],
                               "times_s": wall[name], "cpu_times_s": cpu[name]}
-        for name in ("md", "md-reference"):
+        for name in ("md", "md-torch", "md-reference"):
             for clock, key in (("", "median_s"), ("cpu_", "cpu_median_s")):
                 rows_out[name][clock + "vs_same_base_dim"] = rows_out[f"uniform@{dim}"][key] / rows_out[name][key]
                 rows_out[name][clock + "vs_same_budget"] = rows_out[f"uniform@{eq_dim}"][key] / rows_out[name][key]
-        rows_out["md"]["speedup_vs_reference"] = rows_out["md-reference"]["median_s"] / rows_out["md"]["median_s"]
-        rows_out["md"]["cpu_speedup_vs_reference"] = (rows_out["md-reference"]["cpu_median_s"]
-                                                      / rows_out["md"]["cpu_median_s"])
+        for name in ("md", "md-torch"):
+            for clock, key in (("", "median_s"), ("cpu_", "cpu_median_s")):
+                rows_out[name][clock + "speedup_vs_reference"] = rows_out["md-reference"][key] / rows_out[name][key]
         out.extend(rows_out.values())
     return out
 
@@ -152,11 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--kernel", choices=("auto", "off", "on"), default="on",
+                        help="EMBREG_MD_KERNEL for the md row (default on: fail rather than time the fallback)")
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
     parser.add_argument("--memory-dim", type=int, default=32)
+    parser.add_argument("--note", default="", help="free text about the machine's state, kept in the JSON")
     parser.add_argument("--out", required=True, help="output prefix (.json, .md)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    os.environ["EMBREG_MD_KERNEL"] = args.kernel
+    backend = "cpp kernel" if fused_kernel() is not None else "tensor ops"
     results = {"speed": [], "memory": []}
     for rows in args.rows:
         results["speed"].extend(speed(rows, args.dim, args.batch, args.alpha, args.blocks, args.exponent,
@@ -167,12 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "note": "shared 2-core machine, other jobs running (nice 19)"}
+                          "md_backend": backend, "note": args.note}
     lines = [f"<!-- generated by: {command} -->", "",
              "Throughput: ids per second of forward + backward, median over steps; wall clock / thread CPU time. "
-             "Ratios: the layer's throughput over the uniform layer's (> 1: faster).", "",
+             "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
+             f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup.", "",
              "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | vs same base dim (wall / CPU) | "
-             "vs same budget (wall / CPU) | fused vs reference (wall / CPU) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "vs same budget (wall / CPU) | vs md-reference (wall / CPU) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["speed"]:
         dims = r["dims"] if len(r["dims"]) <= 8 else r["dims"][:8] + ["..."]
         ratio1 = f"{r['vs_same_base_dim']:.2f}x / {r['cpu_vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""

@@ -7,6 +7,8 @@ from torch import nn
 from embreg.embeddings import MixedDimensionEmbedding, MixedDimensionEmbeddingBag
 from embreg.errors import EmbregError
 
+pytestmark = pytest.mark.usefixtures("md_backend")  # every test on both lookup backends
+
 
 def _pair(mode: str, padding_idx: int | None = None):
     torch.manual_seed(0)

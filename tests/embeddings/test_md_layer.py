@@ -8,6 +8,8 @@ from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks
 from embreg.errors import EmbregError
 from embreg.sse import SSE, SSEEmbedding
 
+pytestmark = pytest.mark.usefixtures("md_backend")  # every test on both lookup backends
+
 
 def _reference(layer: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
     """Alg. 2 literally: scan the offsets for each id, then E_i[x - t] @ P_i."""

@@ -9,7 +9,10 @@ the input order.
 
 :func:`mixed_dimension_lookup` does this in one autograd node with a hand-written backward (the routing is
 computed once and reused, no per-block autograd bookkeeping); :func:`mixed_dimension_lookup_reference` is the
-same computation from differentiable torch ops, kept as the reference the fast one is tested against.
+same computation from differentiable torch ops, kept as the reference the fast one is tested against. On the
+CPU with float32 tables, :func:`mixed_dimension_lookup` runs the fused C++ kernel of
+:mod:`embreg.embeddings._kernel` instead (same values and gradients, a fraction of the time), unless
+``EMBREG_MD_KERNEL=off``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+
+from embreg.embeddings._kernel import fused_lookup, kernel_applies
 
 __all__ = ["mixed_dimension_lookup", "mixed_dimension_lookup_reference"]
 
@@ -136,7 +141,9 @@ def mixed_dimension_lookup(
 
     Returns:
         (..., D) vectors. Differentiable in every ``E_i`` and ``P_i`` (first order: a second derivative raises;
-        use :func:`mixed_dimension_lookup_reference` where second derivatives are needed).
+        use :func:`mixed_dimension_lookup_reference` where second derivatives are needed). On the CPU with
+        float32 tables the fused kernel computes it (see :mod:`embreg.embeddings._kernel`); it range-checks
+        the positions and raises ``RuntimeError`` naming the first one outside ``[0, offsets[-1])``.
 
     Example:
         >>> E = [torch.ones(2, 4), torch.ones(3, 2)]
@@ -152,6 +159,8 @@ def mixed_dimension_lookup(
         vectors = F.embedding(flat, weights[0], sparse=sparse)
         vectors = vectors if projections[0] is None else vectors @ projections[0]
         return vectors.reshape(*positions.shape, out_dim)
+    if positions.device.type == "cpu" and kernel_applies(weights, projections):
+        return fused_lookup(positions, None, weights, projections, offsets, sparse=sparse)
     out = _MixedDimensionLookup.apply(flat, offsets, sparse, len(weights), *weights, *projections)
     return out.reshape(*positions.shape, out_dim)
 

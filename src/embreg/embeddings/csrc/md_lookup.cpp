@@ -1,0 +1,241 @@
+// Fused CPU forward and backward of the mixed-dimension lookup (float32).
+//
+// Paper: mixed-dimension-embeddings.txt, Sec. III (the block-factored table E_i P_i) and Appendix, Alg. 2 (the
+// lookup). The same computation as embreg/embeddings/functional.py (_MixedDimensionLookup), in two calls:
+//
+//   forward:  caller ids -> positions (through the optional index map, every id range-checked), the distinct
+//             positions of the batch (open-addressing hash, in order of first appearance), grouped by block
+//             (stable counting sort on the block of each position), their rows gathered into one packed buffer
+//             (prefetched ahead of the cache misses), each distinct row projected once (x_u = E_i[u] P_i, an
+//             FMA loop over the D outputs) into the output row of its first occurrence, and the other
+//             occurrences copied from it.
+//   backward: the output gradient summed per distinct row (G_u = sum of g_j over the occurrences of u), then per
+//             block grad E_i[u] = G_u P_i^T and grad P_i = E_i[u]^T G_u as two matrix products over the block's
+//             distinct rows, and the row gradients returned as one sparse COO tensor per block (indices distinct,
+//             in first-appearance order, so not marked coalesced) or scattered into a dense zero table.
+//
+// Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
+// (the rare rows' cache misses) and the fixed cost per call, not by arithmetic.
+
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kPrefetchAhead = 16;  // rows gathered ahead of the one being copied
+
+bool is_identity(const at::Tensor& projection) { return !projection.defined() || projection.numel() == 0; }
+
+// The block holding position p: offsets[b] <= p < offsets[b + 1] (k is small, a linear scan is fastest).
+inline int64_t block_of(const int64_t* offsets, int64_t k, int64_t p) {
+  int64_t b = 0;
+  while (b + 1 < k && p >= offsets[b + 1]) ++b;
+  return b;
+}
+
+// positions[j] = index_map[ids[j]] (or ids[j]), after checking 0 <= ids[j] < num_rows.
+template <typename map_t>
+void map_positions(const int64_t* ids, const map_t* index_map, int64_t n, int64_t num_rows, int64_t* positions) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t id = ids[j];
+    TORCH_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
+    positions[j] = index_map ? static_cast<int64_t>(index_map[id]) : id;
+  }
+}
+
+// out[0:D] = e[0:d] P (P is d x D, row-major).
+inline void project_row(const float* e, const float* P, int64_t d, int64_t D, float* out) {
+#pragma omp simd
+  for (int64_t c = 0; c < D; ++c) out[c] = e[0] * P[c];
+  for (int64_t q = 1; q < d; ++q) {
+    const float eq = e[q];
+    const float* Pq = P + q * D;
+#pragma omp simd
+    for (int64_t c = 0; c < D; ++c) out[c] += eq * Pq[c];
+  }
+}
+
+}  // namespace
+
+// ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; weights k x (n_i, d_i) float32;
+// projections k x (d_i, D) float32 or empty (identity). Returns out (B, D), inverse (B) int32 (the distinct row
+// of each id, grouped order), local (U) int64 (row of each distinct position within its block), bounds (k + 1)
+// int64 (distinct rows of block i are [bounds[i], bounds[i + 1])) and rows (sum_i U_i d_i) float32 (the gathered
+// distinct rows, block by block, for the backward).
+std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
+                                   const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
+                                   int64_t out_dim) {
+  const int64_t n = ids.numel();
+  const int64_t k = static_cast<int64_t>(weights.size());
+  TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
+  const int64_t* offsets = offsets_t.data_ptr<int64_t>();
+  const int64_t num_rows = offsets[k];
+
+  std::vector<int64_t> positions(n);
+  const int64_t* id_ptr = ids.data_ptr<int64_t>();
+  if (!index_map.defined() || index_map.numel() == 0) {
+    map_positions<int64_t>(id_ptr, nullptr, n, num_rows, positions.data());
+  } else if (index_map.scalar_type() == at::kInt) {
+    map_positions<int32_t>(id_ptr, index_map.data_ptr<int32_t>(), n, num_rows, positions.data());
+  } else {
+    map_positions<int64_t>(id_ptr, index_map.data_ptr<int64_t>(), n, num_rows, positions.data());
+  }
+
+  // distinct positions, in order of first appearance (open addressing, load factor <= 1/2)
+  int bits = 4;
+  while ((int64_t{1} << bits) < 2 * n) ++bits;
+  const int64_t mask = (int64_t{1} << bits) - 1;
+  std::vector<int64_t> keys(mask + 1, -1);
+  std::vector<int32_t> slot_distinct(mask + 1);
+  std::vector<int32_t> raw_inverse(n);
+  std::vector<int64_t> distinct;
+  std::vector<int32_t> first;
+  distinct.reserve(n);
+  first.reserve(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t p = positions[j];
+    int64_t s = static_cast<int64_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
+    while (keys[s] != p && keys[s] != -1) s = (s + 1) & mask;
+    if (keys[s] == -1) {
+      keys[s] = p;
+      slot_distinct[s] = static_cast<int32_t>(distinct.size());
+      distinct.push_back(p);
+      first.push_back(static_cast<int32_t>(j));
+    }
+    raw_inverse[j] = slot_distinct[s];
+  }
+  const int64_t num_distinct = static_cast<int64_t>(distinct.size());
+
+  // group the distinct rows by block, keeping their order within a block
+  std::vector<int64_t> block(num_distinct), bounds(k + 1, 0);
+  for (int64_t u = 0; u < num_distinct; ++u) {
+    block[u] = block_of(offsets, k, distinct[u]);
+    ++bounds[block[u] + 1];
+  }
+  for (int64_t b = 0; b < k; ++b) bounds[b + 1] += bounds[b];
+  std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
+  std::vector<int32_t> grouped(num_distinct), first_of(num_distinct);
+  auto local_t = at::empty({num_distinct}, ids.options());
+  int64_t* local = local_t.data_ptr<int64_t>();
+  for (int64_t u = 0; u < num_distinct; ++u) {
+    const int64_t v = cursor[block[u]]++;
+    grouped[u] = static_cast<int32_t>(v);
+    first_of[v] = first[u];
+    local[v] = distinct[u] - offsets[block[u]];
+  }
+  auto inverse_t = at::empty({n}, ids.options().dtype(at::kInt));
+  int32_t* inverse = inverse_t.data_ptr<int32_t>();
+  for (int64_t j = 0; j < n; ++j) inverse[j] = grouped[raw_inverse[j]];
+
+  // gather the distinct rows of every block into one packed buffer
+  std::vector<int64_t> row_start(k + 1, 0);
+  for (int64_t b = 0; b < k; ++b) row_start[b + 1] = row_start[b] + (bounds[b + 1] - bounds[b]) * weights[b].size(1);
+  auto rows_t = at::empty({row_start[k]}, weights[0].options());
+  float* rows = rows_t.data_ptr<float>();
+  for (int64_t b = 0; b < k; ++b) {
+    const int64_t d = weights[b].size(1), start = bounds[b], stop = bounds[b + 1];
+    const float* E = weights[b].data_ptr<float>();
+    float* dst = rows + row_start[b];
+    for (int64_t v = start; v < stop; ++v) {
+      if (v + kPrefetchAhead < stop) __builtin_prefetch(E + local[v + kPrefetchAhead] * d);
+      std::memcpy(dst + (v - start) * d, E + local[v] * d, d * sizeof(float));
+    }
+  }
+
+  // project each distinct row once, into the output row of its first occurrence; copy it to the others
+  const int64_t D = out_dim;
+  auto out_t = at::empty({n, D}, weights[0].options());
+  float* out = out_t.data_ptr<float>();
+  for (int64_t b = 0; b < k; ++b) {
+    const int64_t d = weights[b].size(1);
+    const bool identity = is_identity(projections[b]);
+    const float* P = identity ? nullptr : projections[b].data_ptr<float>();
+    const float* src = rows + row_start[b];
+    for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
+      float* o = out + static_cast<int64_t>(first_of[v]) * D;
+      const float* e = src + (v - bounds[b]) * d;
+      if (identity) {
+        std::memcpy(o, e, D * sizeof(float));
+      } else {
+        project_row(e, P, d, D, o);
+      }
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t f = first_of[inverse[j]];
+    if (f != j) std::memcpy(out + j * D, out + f * D, D * sizeof(float));
+  }
+
+  auto bounds_t = at::empty({k + 1}, ids.options());
+  std::memcpy(bounds_t.data_ptr<int64_t>(), bounds.data(), (k + 1) * sizeof(int64_t));
+  return {out_t, inverse_t, local_t, bounds_t, rows_t};
+}
+
+// grad_out (B, D) float32, any strides, and the forward's inverse, local, bounds and rows. Returns k weight
+// gradients (sparse COO (n_i, d_i) when `sparse`, else dense (n_i, d_i)) then k projection gradients (d_i, D)
+// (undefined, i.e. None, for identity blocks). A block no id fell in gets no gradients at all (None).
+std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& inverse_t, const at::Tensor& local_t,
+                                    const at::Tensor& bounds_t, const at::Tensor& rows_t,
+                                    const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
+                                    bool sparse) {
+  const int64_t n = grad_out.size(0), D = grad_out.size(1);
+  const int64_t k = static_cast<int64_t>(weights.size());
+  const int64_t* bounds = bounds_t.data_ptr<int64_t>();
+  const int32_t* inverse = inverse_t.data_ptr<int32_t>();
+  const int64_t* local = local_t.data_ptr<int64_t>();
+
+  // G_u: the output gradient summed over the occurrences of each distinct row
+  auto summed_t = at::zeros({bounds[k], D}, grad_out.options());
+  float* summed = summed_t.data_ptr<float>();
+  const float* g = grad_out.data_ptr<float>();
+  const int64_t s0 = grad_out.stride(0), s1 = grad_out.stride(1);
+  for (int64_t j = 0; j < n; ++j) {
+    float* dst = summed + static_cast<int64_t>(inverse[j]) * D;
+    const float* src = g + j * s0;
+    if (s1 == 1) {
+#pragma omp simd
+      for (int64_t c = 0; c < D; ++c) dst[c] += src[c];
+    } else {
+      for (int64_t c = 0; c < D; ++c) dst[c] += src[c * s1];
+    }
+  }
+
+  std::vector<at::Tensor> grads(2 * k);
+  int64_t row_offset = 0;
+  for (int64_t b = 0; b < k; ++b) {
+    const int64_t start = bounds[b], count = bounds[b + 1] - start, d = weights[b].size(1);
+    if (count == 0) continue;  // no id fell in this block: no gradient, as if the block were not used
+    at::Tensor block_grad = summed_t.narrow(0, start, count);
+    at::Tensor values = block_grad;
+    if (!is_identity(projections[b])) {
+      at::Tensor block_rows = rows_t.narrow(0, row_offset, count * d).view({count, d});
+      values = at::mm(block_grad, projections[b].t());
+      grads[k + b] = at::mm(block_rows.t(), block_grad);
+    }
+    row_offset += count * d;
+    if (sparse) {
+      grads[b] = at::_sparse_coo_tensor_unsafe(local_t.narrow(0, start, count).view({1, count}), values,
+                                               weights[b].sizes());
+    } else {
+      auto dense = at::zeros({weights[b].size(0), d}, grad_out.options());
+      float* dense_ptr = dense.data_ptr<float>();
+      const at::Tensor contiguous = values.contiguous();
+      const float* value_ptr = contiguous.data_ptr<float>();
+      for (int64_t v = 0; v < count; ++v) {
+        std::memcpy(dense_ptr + local[start + v] * d, value_ptr + v * d, d * sizeof(float));
+      }
+      grads[b] = dense;
+    }
+  }
+  return grads;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &md_forward, "mixed-dimension lookup, forward (see md_lookup.cpp)");
+  m.def("backward", &md_backward, "mixed-dimension lookup, backward (see md_lookup.cpp)");
+}

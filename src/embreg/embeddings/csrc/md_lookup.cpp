@@ -22,7 +22,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -48,7 +50,7 @@ void map_positions(const int64_t* ids, const map_t* index_map, int64_t n, int64_
   }
 }
 
-// out[0:D] = e[0:d] P (P is d x D, row-major).
+// out[0:D] = e[0:d] P (P is d x D, row-major), for any D.
 inline void project_row(const float* e, const float* P, int64_t d, int64_t D, float* out) {
 #pragma omp simd
   for (int64_t c = 0; c < D; ++c) out[c] = e[0] * P[c];
@@ -57,6 +59,75 @@ inline void project_row(const float* e, const float* P, int64_t d, int64_t D, fl
     const float* Pq = P + q * D;
 #pragma omp simd
     for (int64_t c = 0; c < D; ++c) out[c] += eq * Pq[c];
+  }
+}
+
+// The same for a width known at compile time: the accumulator row stays in vector registers.
+template <int64_t kWidth>
+inline void project_row_fixed(const float* e, const float* P, int64_t d, float* out) {
+  float acc[kWidth];
+#pragma omp simd
+  for (int64_t c = 0; c < kWidth; ++c) acc[c] = e[0] * P[c];
+  for (int64_t q = 1; q < d; ++q) {
+    const float eq = e[q];
+    const float* Pq = P + q * kWidth;
+#pragma omp simd
+    for (int64_t c = 0; c < kWidth; ++c) acc[c] += eq * Pq[c];
+  }
+#pragma omp simd
+  for (int64_t c = 0; c < kWidth; ++c) out[c] = acc[c];
+}
+
+// One block's backward at a compile-time width W, over its m distinct rows: grad_rows (m x d) = G P^T and
+// grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed output gradient and
+// rows (m x d) the gathered E_i rows. G P^T is computed against P^T padded to a multiple of kLanes columns, so
+// each row's d outputs are kLanes-wide vector accumulators (no horizontal sums).
+template <int64_t kWidth>
+void block_backward_fixed(const float* G, const float* rows, const float* P, int64_t m, int64_t d, float* grad_rows,
+                          float* grad_projection) {
+  constexpr int64_t kLanes = 16;
+  const int64_t padded = (d + kLanes - 1) / kLanes * kLanes;
+  std::vector<float> transposed(kWidth * padded, 0.f);  // P^T, W x padded
+  for (int64_t q = 0; q < d; ++q) {
+    for (int64_t c = 0; c < kWidth; ++c) transposed[c * padded + q] = P[q * kWidth + c];
+  }
+  for (int64_t u = 0; u < m; ++u) {
+    const float* g = G + u * kWidth;
+    const float* e = rows + u * d;
+    for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
+      // four independent accumulators (c mod 4), so the FMAs do not wait on each other's latency
+      float acc[4][kLanes] = {};
+      for (int64_t c = 0; c < kWidth; c += 4) {
+        for (int64_t a = 0; a < 4; ++a) {
+          const float gc = g[c + a];
+          const float* column = transposed.data() + (c + a) * padded + q0;
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) acc[a][l] += gc * column[l];
+        }
+      }
+      const int64_t lanes = std::min(kLanes, d - q0);
+      for (int64_t l = 0; l < lanes; ++l) {
+        grad_rows[u * d + q0 + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+      }
+    }
+    for (int64_t q = 0; q < d; ++q) {
+      const float eq = e[q];
+      float* gp = grad_projection + q * kWidth;
+#pragma omp simd
+      for (int64_t c = 0; c < kWidth; ++c) gp[c] += eq * g[c];
+    }
+  }
+}
+
+// Runs body(std::integral_constant<int64_t, W>) for the widths W with a compiled fast path; false for others.
+template <typename Body>
+bool with_fixed_width(int64_t width, Body&& body) {
+  switch (width) {
+    case 16: body(std::integral_constant<int64_t, 16>{}); return true;
+    case 32: body(std::integral_constant<int64_t, 32>{}); return true;
+    case 64: body(std::integral_constant<int64_t, 64>{}); return true;
+    case 128: body(std::integral_constant<int64_t, 128>{}); return true;
+    default: return false;
   }
 }
 
@@ -161,7 +232,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
       const float* e = src + (v - bounds[b]) * d;
       if (identity) {
         std::memcpy(o, e, D * sizeof(float));
-      } else {
+      } else if (!with_fixed_width(D, [&](auto W) { project_row_fixed<W()>(e, P, d, o); })) {
         project_row(e, P, d, D, o);
       }
     }
@@ -200,6 +271,10 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     if (s1 == 1) {
 #pragma omp simd
       for (int64_t c = 0; c < D; ++c) dst[c] += src[c];
+    } else if (s1 == 0) {  // a broadcast row, e.g. the gradient of a sum
+      const float value = src[0];
+#pragma omp simd
+      for (int64_t c = 0; c < D; ++c) dst[c] += value;
     } else {
       for (int64_t c = 0; c < D; ++c) dst[c] += src[c * s1];
     }
@@ -214,8 +289,19 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     at::Tensor values = block_grad;
     if (!is_identity(projections[b])) {
       at::Tensor block_rows = rows_t.narrow(0, row_offset, count * d).view({count, d});
-      values = at::mm(block_grad, projections[b].t());
-      grads[k + b] = at::mm(block_rows.t(), block_grad);
+      at::Tensor grad_rows = at::empty({count, d}, grad_out.options());
+      at::Tensor grad_projection = at::zeros({d, D}, grad_out.options());
+      const bool fixed = with_fixed_width(D, [&](auto W) {
+        block_backward_fixed<W()>(block_grad.data_ptr<float>(), block_rows.data_ptr<float>(),
+                                projections[b].data_ptr<float>(), count, d, grad_rows.data_ptr<float>(),
+                                grad_projection.data_ptr<float>());
+      });
+      if (!fixed) {  // other widths: two matrix products
+        at::mm_out(grad_rows, block_grad, projections[b].t());
+        at::mm_out(grad_projection, block_rows.t(), block_grad);
+      }
+      values = grad_rows;
+      grads[k + b] = grad_projection;
     }
     row_offset += count * d;
     if (sparse) {

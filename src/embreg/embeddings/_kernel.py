@@ -47,8 +47,8 @@ def fused_kernel() -> ModuleType | None:
 
 def kernel_applies(weights: Sequence[torch.Tensor], projections: Sequence[torch.Tensor | None]) -> bool:
     """Whether the kernel can serve these tables: float32, contiguous, on the CPU (and the kernel is built)."""
-    for t in (*weights, *(p for p in projections if p is not None)):
-        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+    for t in (*weights, *projections):
+        if t is not None and (t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous()):
             return False
     return fused_kernel() is not None
 
@@ -63,16 +63,17 @@ class _FusedLookup(torch.autograd.Function):
         projections = [p if p is not None else _NO_TENSOR for p in tensors[num_blocks:]]
         out, inverse, local, bounds, rows = kernel.forward(
             ids, index_map if index_map is not None else _NO_TENSOR, offsets, weights, projections, out_dim)
-        ctx.sparse, ctx.num_blocks = sparse, num_blocks
-        ctx.save_for_backward(inverse, local, bounds, rows, *weights, *projections)
+        ctx.sparse = sparse
+        ctx.shapes = ([w.shape[0] for w in weights], [w.shape[1] for w in weights])
+        # the backward reads the gathered rows, not the tables, so only the projections are saved
+        ctx.save_for_backward(inverse, local, bounds, rows, *projections)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):  # noqa: D102
-        inverse, local, bounds, rows, *tables = ctx.saved_tensors
-        k = ctx.num_blocks
-        grads = fused_kernel().backward(grad_out, inverse, local, bounds, rows, tables[:k], tables[k:], ctx.sparse)
+        inverse, local, bounds, rows, *projections = ctx.saved_tensors
+        grads = fused_kernel().backward(grad_out, inverse, local, bounds, rows, *ctx.shapes, projections, ctx.sparse)
         grads = [g if ctx.needs_input_grad[6 + i] else None for i, g in enumerate(grads)]
         return (None, None, None, None, None, None, *grads)
 

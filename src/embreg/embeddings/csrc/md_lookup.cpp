@@ -247,15 +247,16 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   return {out_t, inverse_t, local_t, bounds_t, rows_t};
 }
 
-// grad_out (B, D) float32, any strides, and the forward's inverse, local, bounds and rows. Returns k weight
+// grad_out (B, D) float32, any strides, the forward's inverse, local, bounds and rows, the blocks' shapes
+// (n_i and d_i) and projections (the tables' values are not needed: the gathered rows are). Returns k weight
 // gradients (sparse COO (n_i, d_i) when `sparse`, else dense (n_i, d_i)) then k projection gradients (d_i, D)
 // (undefined, i.e. None, for identity blocks). A block no id fell in gets no gradients at all (None).
 std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& inverse_t, const at::Tensor& local_t,
                                     const at::Tensor& bounds_t, const at::Tensor& rows_t,
-                                    const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
-                                    bool sparse) {
+                                    const std::vector<int64_t>& block_rows, const std::vector<int64_t>& block_dims,
+                                    const std::vector<at::Tensor>& projections, bool sparse) {
   const int64_t n = grad_out.size(0), D = grad_out.size(1);
-  const int64_t k = static_cast<int64_t>(weights.size());
+  const int64_t k = static_cast<int64_t>(block_dims.size());
   const int64_t* bounds = bounds_t.data_ptr<int64_t>();
   const int32_t* inverse = inverse_t.data_ptr<int32_t>();
   const int64_t* local = local_t.data_ptr<int64_t>();
@@ -283,7 +284,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   std::vector<at::Tensor> grads(2 * k);
   int64_t row_offset = 0;
   for (int64_t b = 0; b < k; ++b) {
-    const int64_t start = bounds[b], count = bounds[b + 1] - start, d = weights[b].size(1);
+    const int64_t start = bounds[b], count = bounds[b + 1] - start, d = block_dims[b];
     if (count == 0) continue;  // no id fell in this block: no gradient, as if the block were not used
     at::Tensor block_grad = summed_t.narrow(0, start, count);
     at::Tensor values = block_grad;
@@ -306,9 +307,9 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     row_offset += count * d;
     if (sparse) {
       grads[b] = at::_sparse_coo_tensor_unsafe(local_t.narrow(0, start, count).view({1, count}), values,
-                                               weights[b].sizes());
+                                               {block_rows[b], d});
     } else {
-      auto dense = at::zeros({weights[b].size(0), d}, grad_out.options());
+      auto dense = at::zeros({block_rows[b], d}, grad_out.options());
       float* dense_ptr = dense.data_ptr<float>();
       const at::Tensor contiguous = values.contiguous();
       const float* value_ptr = contiguous.data_ptr<float>();

@@ -49,11 +49,13 @@ def _value_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream
 
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("map_dtype", [torch.int32, torch.int64])
-def test_values_and_gradients_match_the_tensor_op_lookup(kernel, sparse: bool, map_dtype: torch.dtype) -> None:
-    layer = _layer(sparse)
+@pytest.mark.parametrize("dims", [(16, 9, 4, 1), (64, 40, 17, 3), (12, 5, 2)])  # fixed-width paths; any width
+def test_values_and_gradients_match_the_tensor_op_lookup(kernel, sparse: bool, map_dtype: torch.dtype,
+                                                         dims: tuple[int, ...]) -> None:
+    layer = _layer(sparse, dims=dims)
     layer.index_map = layer.index_map.to(map_dtype)
     ids = torch.randint(0, 300, (37, 11), generator=torch.Generator().manual_seed(1))  # repeats within the batch
-    upstream = torch.randn(37, 11, 16, generator=torch.Generator().manual_seed(2))
+    upstream = torch.randn(37, 11, dims[0], generator=torch.Generator().manual_seed(2))
     out, grads = _value_and_grads(layer, ids, upstream, fused=True)
     ref_out, ref_grads = _value_and_grads(layer, ids, upstream, fused=False)
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)

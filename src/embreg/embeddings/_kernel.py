@@ -61,19 +61,20 @@ class _FusedLookup(torch.autograd.Function):
         kernel = fused_kernel()
         weights = list(tensors[:num_blocks])
         projections = [p if p is not None else _NO_TENSOR for p in tensors[num_blocks:]]
-        out, inverse, local, bounds, rows = kernel.forward(
+        out, inverse, local, bounds, rows, first = kernel.forward(
             ids, index_map if index_map is not None else _NO_TENSOR, offsets, weights, projections, out_dim)
         ctx.sparse = sparse
         ctx.shapes = ([w.shape[0] for w in weights], [w.shape[1] for w in weights])
         # the backward reads the gathered rows, not the tables, so only the projections are saved
-        ctx.save_for_backward(inverse, local, bounds, rows, *projections)
+        ctx.save_for_backward(inverse, local, bounds, rows, first, *projections)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):  # noqa: D102
-        inverse, local, bounds, rows, *projections = ctx.saved_tensors
-        grads = fused_kernel().backward(grad_out, inverse, local, bounds, rows, *ctx.shapes, projections, ctx.sparse)
+        inverse, local, bounds, rows, first, *projections = ctx.saved_tensors
+        grads = fused_kernel().backward(grad_out, inverse, local, bounds, rows, first, *ctx.shapes, projections,
+                                        ctx.sparse)
         grads = [g if ctx.needs_input_grad[6 + i] else None for i, g in enumerate(grads)]
         return (None, None, None, None, None, None, *grads)
 

@@ -137,7 +137,7 @@ bool with_fixed_width(int64_t width, Body&& body) {
 // projections k x (d_i, D) float32 or empty (identity). Returns out (B, D), inverse (B) int32 (the distinct row
 // of each id, grouped order), local (U) int64 (row of each distinct position within its block), bounds (k + 1)
 // int64 (distinct rows of block i are [bounds[i], bounds[i + 1])) and rows (sum_i U_i d_i) float32 (the gathered
-// distinct rows, block by block, for the backward).
+// distinct rows, block by block, for the backward) and first (U) int32 (the first id of each distinct row).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
                                    const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
                                    int64_t out_dim) {
@@ -190,7 +190,9 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   }
   for (int64_t b = 0; b < k; ++b) bounds[b + 1] += bounds[b];
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
-  std::vector<int32_t> grouped(num_distinct), first_of(num_distinct);
+  std::vector<int32_t> grouped(num_distinct);
+  auto first_of_t = at::empty({num_distinct}, ids.options().dtype(at::kInt));
+  int32_t* first_of = first_of_t.data_ptr<int32_t>();
   auto local_t = at::empty({num_distinct}, ids.options());
   int64_t* local = local_t.data_ptr<int64_t>();
   for (int64_t u = 0; u < num_distinct; ++u) {
@@ -244,15 +246,15 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
 
   auto bounds_t = at::empty({k + 1}, ids.options());
   std::memcpy(bounds_t.data_ptr<int64_t>(), bounds.data(), (k + 1) * sizeof(int64_t));
-  return {out_t, inverse_t, local_t, bounds_t, rows_t};
+  return {out_t, inverse_t, local_t, bounds_t, rows_t, first_of_t};
 }
 
-// grad_out (B, D) float32, any strides, the forward's inverse, local, bounds and rows, the blocks' shapes
+// grad_out (B, D) float32, any strides, the forward's inverse, local, bounds, rows and first, the blocks' shapes
 // (n_i and d_i) and projections (the tables' values are not needed: the gathered rows are). Returns k weight
 // gradients (sparse COO (n_i, d_i) when `sparse`, else dense (n_i, d_i)) then k projection gradients (d_i, D)
 // (undefined, i.e. None, for identity blocks). A block no id fell in gets no gradients at all (None).
 std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& inverse_t, const at::Tensor& local_t,
-                                    const at::Tensor& bounds_t, const at::Tensor& rows_t,
+                                    const at::Tensor& bounds_t, const at::Tensor& rows_t, const at::Tensor& first_t,
                                     const std::vector<int64_t>& block_rows, const std::vector<int64_t>& block_dims,
                                     const std::vector<at::Tensor>& projections, bool sparse) {
   const int64_t n = grad_out.size(0), D = grad_out.size(1);
@@ -261,15 +263,20 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   const int32_t* inverse = inverse_t.data_ptr<int32_t>();
   const int64_t* local = local_t.data_ptr<int64_t>();
 
-  // G_u: the output gradient summed over the occurrences of each distinct row
-  auto summed_t = at::zeros({bounds[k], D}, grad_out.options());
+  // G_u: the output gradient summed over the occurrences of each distinct row (the first one copied, the
+  // others added: ids are visited in order, and a distinct row's first id comes first)
+  const int32_t* first = first_t.data_ptr<int32_t>();
+  auto summed_t = at::empty({bounds[k], D}, grad_out.options());
   float* summed = summed_t.data_ptr<float>();
   const float* g = grad_out.data_ptr<float>();
   const int64_t s0 = grad_out.stride(0), s1 = grad_out.stride(1);
   for (int64_t j = 0; j < n; ++j) {
-    float* dst = summed + static_cast<int64_t>(inverse[j]) * D;
+    const int32_t u = inverse[j];
+    float* dst = summed + static_cast<int64_t>(u) * D;
     const float* src = g + j * s0;
-    if (s1 == 1) {
+    if (first[u] == j) {
+      for (int64_t c = 0; c < D; ++c) dst[c] = src[c * s1];
+    } else if (s1 == 1) {
 #pragma omp simd
       for (int64_t c = 0; c < D; ++c) dst[c] += src[c];
     } else if (s1 == 0) {  // a broadcast row, e.g. the gradient of a sum

@@ -47,32 +47,29 @@ from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.functional import _MixedDimensionLookup, mixed_dimension_lookup_reference
 
 
-class ReferenceLookup(nn.Module):
-    """An MD layer's parameters looked up with the per-block reference lookup (for the before/after ratio)."""
+def _reference_lookup(md: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
+    """The per-block reference lookup (one gather and matmul and their autograd nodes per block)."""
+    return mixed_dimension_lookup_reference(md.positions(ids), [b.weight for b in md.blocks],
+                                            [b.projection for b in md.blocks], md.offsets, sparse=md.sparse)
 
-    def __init__(self, md: MixedDimensionEmbedding) -> None:
+
+def _tensor_op_lookup(md: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
+    """The one-node tensor-op lookup (the layer's path without the kernel)."""
+    weights, projections = [b.weight for b in md.blocks], [b.projection for b in md.blocks]
+    out = _MixedDimensionLookup.apply(md.positions(ids).reshape(-1), md.offsets, md.sparse, md.num_blocks,
+                                      *weights, *projections)
+    return out.reshape(*ids.shape, md.embedding_dim)
+
+
+class LookupWith(nn.Module):
+    """An MD layer's parameters looked up with another lookup function ``lookup(md, ids)``."""
+
+    def __init__(self, md: MixedDimensionEmbedding, lookup) -> None:
         super().__init__()
-        self.md = md
+        self.md, self.lookup = md, lookup
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        md = self.md
-        return mixed_dimension_lookup_reference(md.positions(ids), [b.weight for b in md.blocks],
-                                                [b.projection for b in md.blocks], md.offsets, sparse=md.sparse)
-
-
-class TensorOpLookup(nn.Module):
-    """An MD layer's parameters looked up with the one-node tensor-op lookup (the path without the kernel)."""
-
-    def __init__(self, md: MixedDimensionEmbedding) -> None:
-        super().__init__()
-        self.md = md
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        md = self.md
-        weights, projections = [b.weight for b in md.blocks], [b.projection for b in md.blocks]
-        out = _MixedDimensionLookup.apply(md.positions(ids).reshape(-1), md.offsets, md.sparse, md.num_blocks,
-                                          *weights, *projections)
-        return out.reshape(*ids.shape, md.embedding_dim)
+        return self.lookup(self.md, ids)
 
 
 def zipf_counts(rows: int, exponent: float) -> torch.Tensor:
@@ -133,8 +130,8 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
         eq_dim = max(1, round(md.num_parameters / rows))
         modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
-                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-torch": TensorOpLookup(md),
-                   "md-reference": ReferenceLookup(md)}
+                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-torch": LookupWith(md, _tensor_op_lookup),
+                   "md-reference": LookupWith(md, _reference_lookup)}
         wall, cpu = time_configs(modules, batches, reps, warmup)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _native_backends import require_kernel
 
 from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks, functional
 from embreg.embeddings import _kernel
@@ -12,11 +13,7 @@ from embreg.errors import EmbregError
 
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("EMBREG_MD_KERNEL", "on")
-    try:
-        return _kernel.fused_kernel()
-    except EmbregError as error:  # pragma: no cover - depends on the machine's compiler
-        pytest.skip(f"fused mixed-dimension kernel unavailable: {error}")
+    return require_kernel(monkeypatch, "EMBREG_MD_KERNEL", _kernel.fused_kernel)
 
 
 def _layer(sparse: bool = False, rows: int = 300, dims=(16, 9, 4, 1), dtype=torch.float32) -> MixedDimensionEmbedding:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from _native_backends import select_backend
 from _sse_helpers import FULL_HUB_EDGES, HUB_AND_ISOLATED_EDGES
 from embreg.sse import NeighbourGraph
 
@@ -28,12 +29,4 @@ def sse_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """
     from embreg.sse import _kernel
 
-    if request.param == "torch":
-        monkeypatch.setenv("EMBREG_SSE_KERNEL", "off")
-        return "torch"
-    monkeypatch.setenv("EMBREG_SSE_KERNEL", "on")
-    try:
-        _kernel.fused_kernel()
-    except Exception as error:  # pragma: no cover - depends on the machine's compiler
-        pytest.skip(f"fused SSE kernel unavailable: {error}")
-    return "cpp"
+    return select_backend(request.param, monkeypatch, "EMBREG_SSE_KERNEL", _kernel.fused_kernel)

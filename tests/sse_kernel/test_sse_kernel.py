@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _native_backends import require_kernel
 
 import embreg.sse.functional as F
 from embreg.errors import EmbregError
@@ -13,11 +14,7 @@ from embreg.sse import _kernel
 
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("EMBREG_SSE_KERNEL", "on")
-    try:
-        return _kernel.fused_kernel()
-    except EmbregError as error:  # pragma: no cover - depends on the machine's compiler
-        pytest.skip(f"fused SSE kernel unavailable: {error}")
+    return require_kernel(monkeypatch, "EMBREG_SSE_KERNEL", _kernel.fused_kernel)
 
 
 def test_output_does_not_depend_on_the_thread_count(kernel) -> None:

@@ -16,9 +16,9 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
 with dense gradients and with sparse gradients. Each step ends with the gradients released (``grad = None``), as
 an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
 ``--warmup`` untimed ones, configurations taken in turn (so each step starts with caches the other
-configurations have just used), with Python's garbage collector paused as ``timeit`` does, on two clocks: wall time and the CPU time of the
-thread (``time.thread_time``; on a shared machine it leaves out the time the process waits for a core, so its
-ratios are the steadier ones). Memory: bytes of parameters, buffers (the MD index map)
+configurations have just used), with Python's garbage collector paused as ``timeit`` does, on two
+clocks: wall time and the CPU time of the thread (``time.thread_time``; on a shared machine it leaves out the
+time the process waits for a core, so its ratios are the steadier ones). Memory: bytes of parameters, buffers (the MD index map)
 and Adam state after one real Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
 
 Example:
@@ -130,7 +130,8 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
         eq_dim = max(1, round(md.num_parameters / rows))
         modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
-                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse), "md-torch": LookupWith(md, _tensor_op_lookup),
+                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
+                   "md-torch": LookupWith(md, _tensor_op_lookup),
                    "md-reference": LookupWith(md, _reference_lookup)}
         wall, cpu = time_configs(modules, batches, reps, warmup)
         medians = {name: statistics.median(t) for name, t in wall.items()}

@@ -9,8 +9,9 @@ docs/results/mixed-dimension.md, Section 3). It is compiled for the host's instr
 ``EMBREG_MD_KERNEL`` chooses the backend: ``auto`` (default; the kernel when it builds, else the tensor ops
 after one warning), ``off`` (always the tensor ops) or ``on`` (the kernel, raise if it cannot be built). The
 kernel serves float32 tables on the CPU; everything else (other dtypes, CUDA) takes the tensor ops. Like
-the tensor-op node, it gives first derivatives only (a second one raises). Both backends give the same values up to float rounding; the
-kernel's sparse gradients have distinct but unsorted indices, so they are not marked coalesced.
+the tensor-op node, it gives first derivatives only (a second one raises). Both backends give the same
+values up to float rounding; the kernel's sparse gradients have distinct but unsorted indices, so they are
+not marked coalesced.
 
 Example:
     >>> weights, projections = [torch.ones(2, 4), torch.ones(3, 2)], [None, torch.full((2, 4), 0.5)]

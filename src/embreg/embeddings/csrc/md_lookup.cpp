@@ -78,10 +78,35 @@ inline void project_row_fixed(const float* e, const float* P, int64_t d, float* 
   for (int64_t c = 0; c < kWidth; ++c) out[c] = acc[c];
 }
 
+// grad_rows[r][q0 + l] = G_r . P^T[:, q0 + l] for l < lanes and the `kRows` rows r of G starting at G (stride W),
+// against P^T padded to `padded` columns: 4 x kRows independent vector accumulators (the W terms split four
+// ways), so the FMAs do not wait on each other's latency and each P^T load serves kRows rows.
+template <int64_t kWidth, int64_t kRows>
+inline void rows_times_transposed(const float* G, const float* transposed, int64_t padded, int64_t q0, int64_t lanes,
+                                  int64_t d, float* grad_rows) {
+  constexpr int64_t kLanes = 16;
+  float acc[kRows][4][kLanes] = {};
+  for (int64_t c = 0; c < kWidth; c += 4) {
+    for (int64_t a = 0; a < 4; ++a) {
+      const float* column = transposed + (c + a) * padded + q0;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float gc = G[r * kWidth + c + a];
+#pragma omp simd
+        for (int64_t l = 0; l < kLanes; ++l) acc[r][a][l] += gc * column[l];
+      }
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      grad_rows[r * d + q0 + l] = (acc[r][0][l] + acc[r][1][l]) + (acc[r][2][l] + acc[r][3][l]);
+    }
+  }
+}
+
 // One block's backward at a compile-time width W, over its m distinct rows: grad_rows (m x d) = G P^T and
 // grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed output gradient and
-// rows (m x d) the gathered E_i rows. G P^T is computed against P^T padded to a multiple of kLanes columns, so
-// each row's d outputs are kLanes-wide vector accumulators (no horizontal sums).
+// rows (m x d) the gathered E_i rows. G P^T is computed against P^T padded to a multiple of 16 columns, so each
+// row's d outputs are 16-wide vector accumulators (no horizontal sums); rows go two at a time.
 template <int64_t kWidth>
 void block_backward_fixed(const float* G, const float* rows, const float* P, int64_t m, int64_t d, float* grad_rows,
                           float* grad_projection) {
@@ -91,30 +116,35 @@ void block_backward_fixed(const float* G, const float* rows, const float* P, int
   for (int64_t q = 0; q < d; ++q) {
     for (int64_t c = 0; c < kWidth; ++c) transposed[c * padded + q] = P[q * kWidth + c];
   }
-  for (int64_t u = 0; u < m; ++u) {
-    const float* g = G + u * kWidth;
-    const float* e = rows + u * d;
+  int64_t u = 0;
+  for (; u + 2 <= m; u += 2) {
+    const float* g0 = G + u * kWidth;
+    const float* g1 = g0 + kWidth;
     for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
-      // four independent accumulators (c mod 4), so the FMAs do not wait on each other's latency
-      float acc[4][kLanes] = {};
-      for (int64_t c = 0; c < kWidth; c += 4) {
-        for (int64_t a = 0; a < 4; ++a) {
-          const float gc = g[c + a];
-          const float* column = transposed.data() + (c + a) * padded + q0;
-#pragma omp simd
-          for (int64_t l = 0; l < kLanes; ++l) acc[a][l] += gc * column[l];
-        }
-      }
-      const int64_t lanes = std::min(kLanes, d - q0);
-      for (int64_t l = 0; l < lanes; ++l) {
-        grad_rows[u * d + q0 + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-      }
+      rows_times_transposed<kWidth, 2>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
+                                       grad_rows + u * d);
     }
+    const float* e0 = rows + u * d;
+    const float* e1 = e0 + d;
     for (int64_t q = 0; q < d; ++q) {
-      const float eq = e[q];
+      const float a0 = e0[q], a1 = e1[q];
       float* gp = grad_projection + q * kWidth;
 #pragma omp simd
-      for (int64_t c = 0; c < kWidth; ++c) gp[c] += eq * g[c];
+      for (int64_t c = 0; c < kWidth; ++c) gp[c] += a0 * g0[c] + a1 * g1[c];
+    }
+  }
+  for (; u < m; ++u) {
+    const float* g0 = G + u * kWidth;
+    for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
+      rows_times_transposed<kWidth, 1>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
+                                       grad_rows + u * d);
+    }
+    const float* e0 = rows + u * d;
+    for (int64_t q = 0; q < d; ++q) {
+      const float a0 = e0[q];
+      float* gp = grad_projection + q * kWidth;
+#pragma omp simd
+      for (int64_t c = 0; c < kWidth; ++c) gp[c] += a0 * g0[c];
     }
   }
 }
@@ -275,7 +305,11 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     float* dst = summed + static_cast<int64_t>(u) * D;
     const float* src = g + j * s0;
     if (first[u] == j) {
-      for (int64_t c = 0; c < D; ++c) dst[c] = src[c * s1];
+      if (s1 == 1) {
+        std::memcpy(dst, src, D * sizeof(float));
+      } else {
+        for (int64_t c = 0; c < D; ++c) dst[c] = src[c * s1];
+      }
     } else if (s1 == 1) {
 #pragma omp simd
       for (int64_t c = 0; c < D; ++c) dst[c] += src[c];

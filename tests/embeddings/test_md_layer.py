@@ -188,6 +188,7 @@ def test_fused_lookup_on_an_empty_batch_and_in_no_grad():
 def test_fused_lookup_refuses_second_derivatives_instead_of_getting_them_wrong():
     layer = _layer()
     out = layer(torch.arange(12))
-    (grad,) = torch.autograd.grad(out.pow(2).sum(), layer.blocks[1].weight, create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable"):
+    # the tensor-op node raises when its gradient is differentiated, the C++ node as soon as that graph is asked for
+    with pytest.raises(RuntimeError, match="once_differentiable|first derivatives only"):
+        (grad,) = torch.autograd.grad(out.pow(2).sum(), layer.blocks[1].weight, create_graph=True)
         grad.sum().backward()

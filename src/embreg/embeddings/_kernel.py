@@ -1,15 +1,16 @@
-"""The fused C++ CPU kernel of the mixed-dimension lookup (``csrc/md_lookup.cpp``), as one autograd node.
+"""The fused C++ CPU kernel of the mixed-dimension lookup (``csrc/md_lookup.cpp``), a C++ autograd node.
 
 mixed-dimension-embeddings.txt, Appendix, Alg. 2: the same lookup and gradients as
-:class:`embreg.embeddings.functional._MixedDimensionLookup`, in two C++ calls per training step instead of
-some forty tensor ops (whose fixed per-op cost and temporaries were most of a step's time; see
-docs/results/mixed-dimension.md, Section 3). It is compiled for the host's instruction set, once, and cached
+:class:`embreg.embeddings.functional._MixedDimensionLookup`, as one autograd node written in C++ (no Python in
+its forward or backward) instead of some forty tensor ops (whose fixed per-op cost and temporaries were most of a
+step's time; see docs/results/mixed-dimension.md, Section 3). It is compiled for the host's instruction set, once, and cached
 (:class:`embreg._native.NativeKernel`).
 
 ``EMBREG_MD_KERNEL`` chooses the backend: ``auto`` (default; the kernel when it builds, else the tensor ops
 after one warning), ``off`` (always the tensor ops) or ``on`` (the kernel, raise if it cannot be built). The
 kernel serves float32 tables on the CPU; everything else (other dtypes, CUDA) takes the tensor ops. Like
-the tensor-op node, it gives first derivatives only (a second one raises). Both backends give the same
+the tensor-op node, it gives first derivatives only: a backward with ``create_graph=True`` through it
+raises (the tensor-op node raises one step later, when its gradient is differentiated). Both backends give the same
 values up to float rounding; the kernel's sparse gradients have distinct but unsorted indices, so they are
 not marked coalesced.
 
@@ -30,7 +31,6 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from embreg._native import NativeKernel
 
@@ -47,57 +47,39 @@ def fused_kernel() -> ModuleType | None:
 
 
 def kernel_applies(weights: Sequence[torch.Tensor], projections: Sequence[torch.Tensor | None]) -> bool:
-    """Whether the kernel can serve these tables: float32, contiguous, on the CPU (and the kernel is built)."""
-    for t in (*weights, *projections):
-        if t is not None and (t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous()):
-            return False
-    return fused_kernel() is not None
+    """Whether the kernel is built and can serve these tables (float32, contiguous, on the CPU)."""
+    kernel = fused_kernel()
+    return kernel is not None and kernel.tables_supported(list(weights), _with_empty(projections))
 
 
-class _FusedLookup(torch.autograd.Function):
-    """Inputs after the flags: k weights, then k projections (or None). See csrc/md_lookup.cpp."""
-
-    @staticmethod
-    def forward(ctx, ids, index_map, offsets, sparse, num_blocks, out_dim, *tensors):  # noqa: D102
-        kernel = fused_kernel()
-        weights = list(tensors[:num_blocks])
-        projections = [p if p is not None else _NO_TENSOR for p in tensors[num_blocks:]]
-        out, inverse, local, bounds, rows, first = kernel.forward(
-            ids, index_map if index_map is not None else _NO_TENSOR, offsets, weights, projections, out_dim)
-        ctx.sparse = sparse
-        ctx.shapes = ([w.shape[0] for w in weights], [w.shape[1] for w in weights])
-        # the backward reads the gathered rows, not the tables, so only the projections are saved
-        ctx.save_for_backward(inverse, local, bounds, rows, first, *projections)
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):  # noqa: D102
-        inverse, local, bounds, rows, first, *projections = ctx.saved_tensors
-        grads = fused_kernel().backward(grad_out, inverse, local, bounds, rows, first, *ctx.shapes, projections,
-                                        ctx.sparse)
-        grads = [g if ctx.needs_input_grad[6 + i] else None for i, g in enumerate(grads)]
-        return (None, None, None, None, None, None, *grads)
+def _with_empty(projections: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Projections with ``None`` (identity blocks) as empty tensors, as the kernel takes them."""
+    return [p if p is not None else _NO_TENSOR for p in projections]
 
 
 def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, weights: Sequence[torch.Tensor],
-                 projections: Sequence[torch.Tensor | None], offsets: torch.Tensor, *, sparse: bool) -> torch.Tensor:
-    """The lookup through the kernel (check :func:`kernel_applies` first).
+                 projections: Sequence[torch.Tensor | None], offsets: torch.Tensor, *,
+                 sparse: bool) -> torch.Tensor | None:
+    """The lookup through the kernel, or None where it does not apply (see :func:`kernel_applies`; the kernel
+    checks the tables itself, so a hot loop pays no Python check per table).
 
     Args:
-        ids: (...) integer ids; each must be in ``[0, offsets[-1])`` (the kernel raises ``RuntimeError``
-            naming the first one that is not).
+        ids: (...) integer ids on the CPU; each must be in ``[0, offsets[-1])`` (the kernel raises
+            ``RuntimeError`` naming the first one that is not).
         index_map: (N,) int32/int64 position of each id in the blocked order, or None (ids are positions).
         weights, projections, offsets, sparse: as :func:`embreg.embeddings.functional.mixed_dimension_lookup`.
 
     Returns:
-        (..., D) float32 vectors.
+        (..., D) float32 vectors, or None.
     """
+    kernel = fused_kernel()
+    if kernel is None:
+        return None
     out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
     flat = ids.reshape(-1).to(torch.int64).contiguous()
-    if index_map is not None and index_map.dtype not in (torch.int32, torch.int64):
-        index_map = index_map.to(torch.int64)
-    if index_map is not None:
-        index_map = index_map.contiguous()
-    out = _FusedLookup.apply(flat, index_map, offsets, sparse, len(weights), out_dim, *weights, *projections)
-    return out.reshape(*ids.shape, out_dim)
+    if index_map is None:
+        index_map = _NO_TENSOR
+    elif index_map.dtype not in (torch.int32, torch.int64) or not index_map.is_contiguous():
+        index_map = index_map.to(torch.int64).contiguous()
+    out = kernel.lookup(flat, index_map, offsets, sparse, out_dim, list(weights), _with_empty(projections))
+    return None if out is None else out.reshape(*ids.shape, out_dim)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from embreg.embeddings._kernel import fused_lookup, kernel_applies
+from embreg.embeddings._kernel import fused_lookup
 
 __all__ = ["mixed_dimension_lookup", "mixed_dimension_lookup_reference"]
 
@@ -159,8 +159,10 @@ def mixed_dimension_lookup(
         vectors = F.embedding(flat, weights[0], sparse=sparse)
         vectors = vectors if projections[0] is None else vectors @ projections[0]
         return vectors.reshape(*positions.shape, out_dim)
-    if positions.device.type == "cpu" and kernel_applies(weights, projections):
-        return fused_lookup(positions, None, weights, projections, offsets, sparse=sparse)
+    if positions.device.type == "cpu":
+        out = fused_lookup(positions, None, weights, projections, offsets, sparse=sparse)
+        if out is not None:
+            return out
     out = _MixedDimensionLookup.apply(flat, offsets, sparse, len(weights), *weights, *projections)
     return out.reshape(*positions.shape, out_dim)
 

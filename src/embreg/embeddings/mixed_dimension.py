@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from embreg.embeddings._checks import ID_DTYPES, check_ids, check_int, check_sizes
-from embreg.embeddings._kernel import fused_lookup, kernel_applies
+from embreg.embeddings._kernel import fused_lookup
 from embreg.embeddings.blocking import Blocking
 from embreg.embeddings.functional import mixed_dimension_lookup
 from embreg.embeddings.sizing import md_parameter_count
@@ -175,13 +175,15 @@ class MixedDimensionEmbedding(nn.Module):
         weights = [block.weight for block in self.blocks]
         projections = [block.projection for block in self.blocks]
         if (self.num_blocks > 1 and isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.numel() > 0
-                and ids.device.type == "cpu" and kernel_applies(weights, projections)):
+                and ids.device.type == "cpu"):
             # the fused kernel maps and range-checks the ids itself; a rejected id gets the library's error
             try:
-                return fused_lookup(ids, self.index_map, weights, projections, self.offsets, sparse=self.sparse)
+                out = fused_lookup(ids, self.index_map, weights, projections, self.offsets, sparse=self.sparse)
             except RuntimeError:
                 check_ids(ids, self.num_embeddings)
                 raise
+            if out is not None:
+                return out
         return mixed_dimension_lookup(self.positions(ids), weights, projections, self.offsets, sparse=self.sparse)
 
     @torch.no_grad()

@@ -1,7 +1,8 @@
 // Fused CPU forward and backward of the mixed-dimension lookup (float32).
 //
 // Paper: mixed-dimension-embeddings.txt, Sec. III (the block-factored table E_i P_i) and Appendix, Alg. 2 (the
-// lookup). The same computation as embreg/embeddings/functional.py (_MixedDimensionLookup), in two calls:
+// lookup). The same computation as embreg/embeddings/functional.py (_MixedDimensionLookup), as one C++ autograd
+// node (no Python runs in the step's forward or backward), in two parts:
 //
 //   forward:  caller ids -> positions (through the optional index map, every id range-checked), the distinct
 //             positions of the batch (open-addressing hash, in order of first appearance), grouped by block
@@ -10,20 +11,21 @@
 //             FMA loop over the D outputs) into the output row of its first occurrence, and the other
 //             occurrences copied from it.
 //   backward: the output gradient summed per distinct row (G_u = sum of g_j over the occurrences of u), then per
-//             block grad E_i[u] = G_u P_i^T and grad P_i = E_i[u]^T G_u as two matrix products over the block's
-//             distinct rows, and the row gradients returned as one sparse COO tensor per block (indices distinct,
-//             in first-appearance order, so not marked coalesced) or scattered into a dense zero table.
+//             block grad E_i[u] = G_u P_i^T and grad P_i = E_i[u]^T G_u over the block's distinct rows, and the
+//             row gradients returned as one sparse COO tensor per block (indices distinct, in first-appearance
+//             order, so not marked coalesced) or scattered into a dense zero table. First derivatives only: a
+//             backward that would itself be differentiated (create_graph=True) raises.
 //
 // Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
 // (the rare rows' cache misses) and the fixed cost per call, not by arithmetic.
 
-#include <ATen/ATen.h>
-#include <torch/csrc/utils/pybind.h>
+#include <torch/extension.h>
 
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -363,7 +365,75 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   return grads;
 }
 
+// The autograd node. Inputs: ids, index_map, offsets, sparse, out_dim, the k tables, the k projections (empty
+// tensors for identity blocks); gradients flow to the tables and projections only.
+struct FusedLookup : public torch::autograd::Function<FusedLookup> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& ids, const at::Tensor& index_map,
+                            const at::Tensor& offsets, bool sparse, int64_t out_dim, at::TensorList weights,
+                            at::TensorList projections) {
+    std::vector<at::Tensor> outputs = md_forward(ids, index_map, offsets, weights.vec(), projections.vec(), out_dim);
+    std::vector<int64_t> rows, dims;
+    for (const auto& w : weights) {
+      rows.push_back(w.size(0));
+      dims.push_back(w.size(1));
+    }
+    ctx->saved_data["sparse"] = sparse;
+    ctx->saved_data["rows"] = rows;
+    ctx->saved_data["dims"] = dims;
+    // the backward reads the gathered rows, not the tables, so only the projections are saved
+    torch::autograd::variable_list saved(outputs.begin() + 1, outputs.end());
+    saved.insert(saved.end(), projections.begin(), projections.end());
+    ctx->save_for_backward(saved);
+    return outputs[0];
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
+                "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const std::vector<int64_t> rows = ctx->saved_data["rows"].toIntVector();
+    const std::vector<int64_t> dims = ctx->saved_data["dims"].toIntVector();
+    const int64_t k = static_cast<int64_t>(dims.size());
+    std::vector<at::Tensor> projections(saved.begin() + 5, saved.end());
+    std::vector<at::Tensor> grads = md_backward(grad_outputs[0], saved[0], saved[1], saved[2], saved[3], saved[4],
+                                                rows, dims, projections, ctx->saved_data["sparse"].toBool());
+    // one entry per forward argument: ids, index_map, offsets, sparse, out_dim, then the tables and projections
+    torch::autograd::variable_list result(5);
+    for (int64_t i = 0; i < 2 * k; ++i) {
+      result.push_back(ctx->needs_input_grad(3 + i) ? grads[i] : at::Tensor());
+    }
+    return result;
+  }
+};
+
+// Whether the node can serve these tables: float32, contiguous, on the CPU (projections may be empty).
+bool tables_supported(const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections) {
+  auto supported = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous() && t.dim() == 2;
+  };
+  for (const auto& w : weights) {
+    if (!supported(w)) return false;
+  }
+  for (const auto& p : projections) {
+    if (!is_identity(p) && !supported(p)) return false;
+  }
+  return true;
+}
+
+// The lookup, or None where the tables are not supported (the caller then takes the tensor ops).
+std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets,
+                                    bool sparse, int64_t out_dim, const std::vector<at::Tensor>& weights,
+                                    const std::vector<at::Tensor>& projections) {
+  if (!tables_supported(weights, projections)) return std::nullopt;
+  return FusedLookup::apply(ids, index_map, offsets, sparse, out_dim, at::TensorList(weights),
+                            at::TensorList(projections));
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &md_forward, "mixed-dimension lookup, forward (see md_lookup.cpp)");
-  m.def("backward", &md_backward, "mixed-dimension lookup, backward (see md_lookup.cpp)");
+  m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
+  m.def("tables_supported", &tables_supported, "whether the node can serve these tables");
+  m.def("forward", &md_forward, "the node's forward computation, without autograd");
+  m.def("backward", &md_backward, "the node's backward computation, without autograd");
 }

@@ -80,6 +80,34 @@ inline void project_row_fixed(const float* e, const float* P, int64_t d, float* 
   for (int64_t c = 0; c < kWidth; ++c) out[c] = acc[c];
 }
 
+// The output gradient and the occurrence lists: G_v, the gradient of distinct row v, is the sum of the rows of
+// grad_out (any strides) at v's occurrences.
+struct SummedGradient {
+  const float* grad;
+  int64_t row_stride, column_stride, width;
+  const int32_t* occurrence_start;
+  const int32_t* occurrences;
+
+  void row(int64_t v, float* dst) const {
+    const int32_t begin = occurrence_start[v], end = occurrence_start[v + 1];
+    const float* src = grad + occurrences[begin] * row_stride;
+    if (column_stride == 1) {
+      std::memcpy(dst, src, width * sizeof(float));
+      for (int32_t i = begin + 1; i < end; ++i) {
+        src = grad + occurrences[i] * row_stride;
+#pragma omp simd
+        for (int64_t c = 0; c < width; ++c) dst[c] += src[c];
+      }
+    } else {
+      for (int64_t c = 0; c < width; ++c) dst[c] = src[c * column_stride];
+      for (int32_t i = begin + 1; i < end; ++i) {
+        src = grad + occurrences[i] * row_stride;
+        for (int64_t c = 0; c < width; ++c) dst[c] += src[c * column_stride];
+      }
+    }
+  }
+};
+
 // grad_rows[r][q0 + l] = G_r . P^T[:, q0 + l] for l < lanes and the `kRows` rows r of G starting at G (stride W),
 // against P^T padded to `padded` columns: 4 x kRows independent vector accumulators (the W terms split four
 // ways), so the FMAs do not wait on each other's latency and each P^T load serves kRows rows.
@@ -105,23 +133,27 @@ inline void rows_times_transposed(const float* G, const float* transposed, int64
   }
 }
 
-// One block's backward at a compile-time width W, over its m distinct rows: grad_rows (m x d) = G P^T and
-// grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed output gradient and
-// rows (m x d) the gathered E_i rows. G P^T is computed against P^T padded to a multiple of 16 columns, so each
-// row's d outputs are 16-wide vector accumulators (no horizontal sums); rows go two at a time.
+// One block's backward at a compile-time width W, over its m distinct rows first, first + 1, ...: grad_rows
+// (m x d) = G P^T and grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed
+// output gradient (each row summed into a register-sized buffer as it is needed, never stored) and rows (m x d)
+// the gathered E_i rows. G P^T is computed against P^T padded to a multiple of 16 columns, so each row's d
+// outputs are 16-wide vector accumulators (no horizontal sums); rows go two at a time.
 template <int64_t kWidth>
-void block_backward_fixed(const float* G, const float* rows, const float* P, int64_t m, int64_t d, float* grad_rows,
-                          float* grad_projection) {
+void block_backward_fixed(const SummedGradient& summed, int64_t first, const float* rows, const float* P, int64_t m,
+                          int64_t d, float* grad_rows, float* grad_projection) {
   constexpr int64_t kLanes = 16;
   const int64_t padded = (d + kLanes - 1) / kLanes * kLanes;
   std::vector<float> transposed(kWidth * padded, 0.f);  // P^T, W x padded
   for (int64_t q = 0; q < d; ++q) {
     for (int64_t c = 0; c < kWidth; ++c) transposed[c * padded + q] = P[q * kWidth + c];
   }
+  float G[2 * kWidth];
   int64_t u = 0;
   for (; u + 2 <= m; u += 2) {
-    const float* g0 = G + u * kWidth;
-    const float* g1 = g0 + kWidth;
+    const float* g0 = G;
+    const float* g1 = G + kWidth;
+    summed.row(first + u, G);
+    summed.row(first + u + 1, G + kWidth);
     for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
       rows_times_transposed<kWidth, 2>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
                                        grad_rows + u * d);
@@ -136,7 +168,8 @@ void block_backward_fixed(const float* G, const float* rows, const float* P, int
     }
   }
   for (; u < m; ++u) {
-    const float* g0 = G + u * kWidth;
+    const float* g0 = G;
+    summed.row(first + u, G);
     for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
       rows_times_transposed<kWidth, 1>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
                                        grad_rows + u * d);
@@ -166,10 +199,11 @@ bool with_fixed_width(int64_t width, Body&& body) {
 }  // namespace
 
 // ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; weights k x (n_i, d_i) float32;
-// projections k x (d_i, D) float32 or empty (identity). Returns out (B, D), inverse (B) int32 (the distinct row
-// of each id, grouped order), local (U) int64 (row of each distinct position within its block), bounds (k + 1)
-// int64 (distinct rows of block i are [bounds[i], bounds[i + 1])) and rows (sum_i U_i d_i) float32 (the gathered
-// distinct rows, block by block, for the backward) and first (U) int32 (the first id of each distinct row).
+// projections k x (d_i, D) float32 or empty (identity). Returns out (B, D); the occurrence lists of the U distinct
+// rows (grouped by block), occurrence_start (U + 1) int32 and occurrences (B) int32 (the ids of distinct row v are
+// occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order); local (U) int64 (each distinct row's
+// row within its block); bounds (k + 1) int64 (block i's distinct rows are [bounds[i], bounds[i + 1])); and rows
+// (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for the backward).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
                                    const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
                                    int64_t out_dim) {
@@ -223,19 +257,23 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   for (int64_t b = 0; b < k; ++b) bounds[b + 1] += bounds[b];
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
   std::vector<int32_t> grouped(num_distinct);
-  auto first_of_t = at::empty({num_distinct}, ids.options().dtype(at::kInt));
-  int32_t* first_of = first_of_t.data_ptr<int32_t>();
   auto local_t = at::empty({num_distinct}, ids.options());
   int64_t* local = local_t.data_ptr<int64_t>();
   for (int64_t u = 0; u < num_distinct; ++u) {
     const int64_t v = cursor[block[u]]++;
     grouped[u] = static_cast<int32_t>(v);
-    first_of[v] = first[u];
     local[v] = distinct[u] - offsets[block[u]];
   }
-  auto inverse_t = at::empty({n}, ids.options().dtype(at::kInt));
-  int32_t* inverse = inverse_t.data_ptr<int32_t>();
-  for (int64_t j = 0; j < n; ++j) inverse[j] = grouped[raw_inverse[j]];
+  // the ids of each distinct row, in order (a counting sort): occurrences[occurrence_start[v] ...
+  // occurrence_start[v + 1]), the first of them the row's first occurrence
+  auto start_t = at::zeros({num_distinct + 1}, ids.options().dtype(at::kInt));
+  int32_t* occurrence_start = start_t.data_ptr<int32_t>();
+  for (int64_t j = 0; j < n; ++j) ++occurrence_start[grouped[raw_inverse[j]] + 1];
+  for (int64_t v = 0; v < num_distinct; ++v) occurrence_start[v + 1] += occurrence_start[v];
+  auto occurrences_t = at::empty({n}, ids.options().dtype(at::kInt));
+  int32_t* occurrences = occurrences_t.data_ptr<int32_t>();
+  std::vector<int32_t> fill(occurrence_start, occurrence_start + num_distinct);
+  for (int64_t j = 0; j < n; ++j) occurrences[fill[grouped[raw_inverse[j]]]++] = static_cast<int32_t>(j);
 
   // gather the distinct rows of every block into one packed buffer
   std::vector<int64_t> row_start(k + 1, 0);
@@ -262,7 +300,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     const float* P = identity ? nullptr : projections[b].data_ptr<float>();
     const float* src = rows + row_start[b];
     for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
-      float* o = out + static_cast<int64_t>(first_of[v]) * D;
+      float* o = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
       const float* e = src + (v - bounds[b]) * d;
       if (identity) {
         std::memcpy(o, e, D * sizeof(float));
@@ -271,78 +309,60 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
       }
     }
   }
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t f = first_of[inverse[j]];
-    if (f != j) std::memcpy(out + j * D, out + f * D, D * sizeof(float));
+  for (int64_t v = 0; v < num_distinct; ++v) {
+    const float* row = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
+    for (int32_t i = occurrence_start[v] + 1; i < occurrence_start[v + 1]; ++i) {
+      std::memcpy(out + static_cast<int64_t>(occurrences[i]) * D, row, D * sizeof(float));
+    }
   }
 
   auto bounds_t = at::empty({k + 1}, ids.options());
   std::memcpy(bounds_t.data_ptr<int64_t>(), bounds.data(), (k + 1) * sizeof(int64_t));
-  return {out_t, inverse_t, local_t, bounds_t, rows_t, first_of_t};
+  return {out_t, start_t, occurrences_t, local_t, bounds_t, rows_t};
 }
 
-// grad_out (B, D) float32, any strides, the forward's inverse, local, bounds, rows and first, the blocks' shapes
+// grad_out (B, D) float32, any strides, the forward's occurrence lists, local, bounds and rows, the blocks' shapes
 // (n_i and d_i) and projections (the tables' values are not needed: the gathered rows are). Returns k weight
 // gradients (sparse COO (n_i, d_i) when `sparse`, else dense (n_i, d_i)) then k projection gradients (d_i, D)
 // (undefined, i.e. None, for identity blocks). A block no id fell in gets no gradients at all (None).
-std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& inverse_t, const at::Tensor& local_t,
-                                    const at::Tensor& bounds_t, const at::Tensor& rows_t, const at::Tensor& first_t,
+std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& start_t,
+                                    const at::Tensor& occurrences_t, const at::Tensor& local_t,
+                                    const at::Tensor& bounds_t, const at::Tensor& rows_t,
                                     const std::vector<int64_t>& block_rows, const std::vector<int64_t>& block_dims,
                                     const std::vector<at::Tensor>& projections, bool sparse) {
-  const int64_t n = grad_out.size(0), D = grad_out.size(1);
+  const int64_t D = grad_out.size(1);
   const int64_t k = static_cast<int64_t>(block_dims.size());
   const int64_t* bounds = bounds_t.data_ptr<int64_t>();
-  const int32_t* inverse = inverse_t.data_ptr<int32_t>();
   const int64_t* local = local_t.data_ptr<int64_t>();
-
-  // G_u: the output gradient summed over the occurrences of each distinct row (the first one copied, the
-  // others added: ids are visited in order, and a distinct row's first id comes first)
-  const int32_t* first = first_t.data_ptr<int32_t>();
-  auto summed_t = at::empty({bounds[k], D}, grad_out.options());
-  float* summed = summed_t.data_ptr<float>();
-  const float* g = grad_out.data_ptr<float>();
-  const int64_t s0 = grad_out.stride(0), s1 = grad_out.stride(1);
-  for (int64_t j = 0; j < n; ++j) {
-    const int32_t u = inverse[j];
-    float* dst = summed + static_cast<int64_t>(u) * D;
-    const float* src = g + j * s0;
-    if (first[u] == j) {
-      if (s1 == 1) {
-        std::memcpy(dst, src, D * sizeof(float));
-      } else {
-        for (int64_t c = 0; c < D; ++c) dst[c] = src[c * s1];
-      }
-    } else if (s1 == 1) {
-#pragma omp simd
-      for (int64_t c = 0; c < D; ++c) dst[c] += src[c];
-    } else if (s1 == 0) {  // a broadcast row, e.g. the gradient of a sum
-      const float value = src[0];
-#pragma omp simd
-      for (int64_t c = 0; c < D; ++c) dst[c] += value;
-    } else {
-      for (int64_t c = 0; c < D; ++c) dst[c] += src[c * s1];
-    }
-  }
+  const SummedGradient summed{grad_out.data_ptr<float>(), grad_out.stride(0), grad_out.stride(1), D,
+                              start_t.data_ptr<int32_t>(), occurrences_t.data_ptr<int32_t>()};
+  auto summed_block = [&](int64_t start, int64_t count) {  // G for rows start ... start + count - 1
+    at::Tensor block = at::empty({count, D}, grad_out.options());
+    float* ptr = block.data_ptr<float>();
+    for (int64_t v = 0; v < count; ++v) summed.row(start + v, ptr + v * D);
+    return block;
+  };
 
   std::vector<at::Tensor> grads(2 * k);
   int64_t row_offset = 0;
   for (int64_t b = 0; b < k; ++b) {
     const int64_t start = bounds[b], count = bounds[b + 1] - start, d = block_dims[b];
     if (count == 0) continue;  // no id fell in this block: no gradient, as if the block were not used
-    at::Tensor block_grad = summed_t.narrow(0, start, count);
-    at::Tensor values = block_grad;
-    if (!is_identity(projections[b])) {
-      at::Tensor block_rows = rows_t.narrow(0, row_offset, count * d).view({count, d});
+    at::Tensor values;
+    if (is_identity(projections[b])) {
+      values = summed_block(start, count);
+    } else {
+      at::Tensor gathered = rows_t.narrow(0, row_offset, count * d).view({count, d});
       at::Tensor grad_rows = at::empty({count, d}, grad_out.options());
       at::Tensor grad_projection = at::zeros({d, D}, grad_out.options());
       const bool fixed = with_fixed_width(D, [&](auto W) {
-        block_backward_fixed<W()>(block_grad.data_ptr<float>(), block_rows.data_ptr<float>(),
-                                projections[b].data_ptr<float>(), count, d, grad_rows.data_ptr<float>(),
-                                grad_projection.data_ptr<float>());
+        block_backward_fixed<W()>(summed, start, gathered.data_ptr<float>(), projections[b].data_ptr<float>(),
+                                  count, d, grad_rows.data_ptr<float>(), grad_projection.data_ptr<float>());
       });
       if (!fixed) {  // other widths: two matrix products
+        const at::Tensor block_grad = summed_block(start, count);
         at::mm_out(grad_rows, block_grad, projections[b].t());
-        at::mm_out(grad_projection, block_rows.t(), block_grad);
+        at::mm_out(grad_projection, gathered.t(), block_grad);
       }
       values = grad_rows;
       grads[k + b] = grad_projection;
@@ -354,8 +374,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     } else {
       auto dense = at::zeros({block_rows[b], d}, grad_out.options());
       float* dense_ptr = dense.data_ptr<float>();
-      const at::Tensor contiguous = values.contiguous();
-      const float* value_ptr = contiguous.data_ptr<float>();
+      const float* value_ptr = values.data_ptr<float>();
       for (int64_t v = 0; v < count; ++v) {
         std::memcpy(dense_ptr + local[start + v] * d, value_ptr + v * d, d * sizeof(float));
       }

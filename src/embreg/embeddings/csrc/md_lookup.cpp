@@ -42,16 +42,6 @@ inline int64_t block_of(const int64_t* offsets, int64_t k, int64_t p) {
   return b;
 }
 
-// positions[j] = index_map[ids[j]] (or ids[j]), after checking 0 <= ids[j] < num_rows.
-template <typename map_t>
-void map_positions(const int64_t* ids, const map_t* index_map, int64_t n, int64_t num_rows, int64_t* positions) {
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t id = ids[j];
-    TORCH_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
-    positions[j] = index_map ? static_cast<int64_t>(index_map[id]) : id;
-  }
-}
-
 // out[0:D] = e[0:d] P (P is d x D, row-major), for any D.
 inline void project_row(const float* e, const float* P, int64_t d, int64_t D, float* out) {
 #pragma omp simd
@@ -213,62 +203,64 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
   const int64_t num_rows = offsets[k];
 
-  std::vector<int64_t> positions(n);
+  // one pass over the ids: map and range-check each, find the distinct positions in order of first appearance
+  // (open addressing, load factor <= 1/2), and count each distinct row's occurrences and each block's rows
   const int64_t* id_ptr = ids.data_ptr<int64_t>();
-  if (!index_map.defined() || index_map.numel() == 0) {
-    map_positions<int64_t>(id_ptr, nullptr, n, num_rows, positions.data());
-  } else if (index_map.scalar_type() == at::kInt) {
-    map_positions<int32_t>(id_ptr, index_map.data_ptr<int32_t>(), n, num_rows, positions.data());
-  } else {
-    map_positions<int64_t>(id_ptr, index_map.data_ptr<int64_t>(), n, num_rows, positions.data());
-  }
-
-  // distinct positions, in order of first appearance (open addressing, load factor <= 1/2)
+  const bool mapped = index_map.defined() && index_map.numel() > 0;
+  const bool map_is_int = mapped && index_map.scalar_type() == at::kInt;
+  const int32_t* map32 = map_is_int ? index_map.data_ptr<int32_t>() : nullptr;
+  const int64_t* map64 = mapped && !map_is_int ? index_map.data_ptr<int64_t>() : nullptr;
   int bits = 4;
   while ((int64_t{1} << bits) < 2 * n) ++bits;
   const int64_t mask = (int64_t{1} << bits) - 1;
   std::vector<int64_t> keys(mask + 1, -1);
-  std::vector<int32_t> slot_distinct(mask + 1);
-  std::vector<int32_t> raw_inverse(n);
-  std::vector<int64_t> distinct;
-  std::vector<int32_t> first;
-  distinct.reserve(n);
-  first.reserve(n);
+  std::vector<int32_t> slot_distinct(mask + 1), raw_inverse(n), count;
+  std::vector<int64_t> distinct, block, bounds(k + 1, 0);
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t p = positions[j];
+    if (mapped && j + kPrefetchAhead < n) {  // the map's cache misses overlap the hashing of earlier ids
+      const int64_t ahead = id_ptr[j + kPrefetchAhead];
+      if (ahead >= 0 && ahead < num_rows) {
+        if (map32) {
+          __builtin_prefetch(map32 + ahead);
+        } else {
+          __builtin_prefetch(map64 + ahead);
+        }
+      }
+    }
+    const int64_t id = id_ptr[j];
+    TORCH_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
+    const int64_t p = map32 ? static_cast<int64_t>(map32[id]) : (map64 ? map64[id] : id);
     int64_t s = static_cast<int64_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
     while (keys[s] != p && keys[s] != -1) s = (s + 1) & mask;
     if (keys[s] == -1) {
       keys[s] = p;
       slot_distinct[s] = static_cast<int32_t>(distinct.size());
       distinct.push_back(p);
-      first.push_back(static_cast<int32_t>(j));
+      block.push_back(block_of(offsets, k, p));
+      ++bounds[block.back() + 1];
+      count.push_back(0);
     }
     raw_inverse[j] = slot_distinct[s];
+    ++count[slot_distinct[s]];
   }
   const int64_t num_distinct = static_cast<int64_t>(distinct.size());
 
-  // group the distinct rows by block, keeping their order within a block
-  std::vector<int64_t> block(num_distinct), bounds(k + 1, 0);
-  for (int64_t u = 0; u < num_distinct; ++u) {
-    block[u] = block_of(offsets, k, distinct[u]);
-    ++bounds[block[u] + 1];
-  }
+  // group the distinct rows by block, keeping their order within a block, and lay out their occurrence lists:
+  // the ids of distinct row v are occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order
   for (int64_t b = 0; b < k; ++b) bounds[b + 1] += bounds[b];
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
   std::vector<int32_t> grouped(num_distinct);
   auto local_t = at::empty({num_distinct}, ids.options());
   int64_t* local = local_t.data_ptr<int64_t>();
+  auto start_t = at::empty({num_distinct + 1}, ids.options().dtype(at::kInt));
+  int32_t* occurrence_start = start_t.data_ptr<int32_t>();
   for (int64_t u = 0; u < num_distinct; ++u) {
     const int64_t v = cursor[block[u]]++;
     grouped[u] = static_cast<int32_t>(v);
     local[v] = distinct[u] - offsets[block[u]];
+    occurrence_start[v + 1] = count[u];
   }
-  // the ids of each distinct row, in order (a counting sort): occurrences[occurrence_start[v] ...
-  // occurrence_start[v + 1]), the first of them the row's first occurrence
-  auto start_t = at::zeros({num_distinct + 1}, ids.options().dtype(at::kInt));
-  int32_t* occurrence_start = start_t.data_ptr<int32_t>();
-  for (int64_t j = 0; j < n; ++j) ++occurrence_start[grouped[raw_inverse[j]] + 1];
+  occurrence_start[0] = 0;
   for (int64_t v = 0; v < num_distinct; ++v) occurrence_start[v + 1] += occurrence_start[v];
   auto occurrences_t = at::empty({n}, ids.options().dtype(at::kInt));
   int32_t* occurrences = occurrences_t.data_ptr<int32_t>();

@@ -123,6 +123,45 @@ inline void rows_times_transposed(const float* G, const float* transposed, int64
   }
 }
 
+// P_q . g for one W-wide row pair: four 16-wide partial sums, then a tree over the 16 lanes.
+template <int64_t kWidth>
+inline float dot_row(const float* Pq, const float* g) {
+  constexpr int64_t kLanes = 16;
+  static_assert(kWidth % kLanes == 0, "widths are multiples of 16");
+  float acc[kLanes] = {};
+  for (int64_t c = 0; c < kWidth; c += kLanes) {
+#pragma omp simd
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += Pq[c + l] * g[c + l];
+  }
+  float half[kLanes / 2];
+#pragma omp simd
+  for (int64_t l = 0; l < kLanes / 2; ++l) half[l] = acc[l] + acc[l + kLanes / 2];
+  float quarter[kLanes / 4];
+  for (int64_t l = 0; l < kLanes / 4; ++l) quarter[l] = half[l] + half[l + kLanes / 4];
+  return (quarter[0] + quarter[2]) + (quarter[1] + quarter[3]);
+}
+
+// The backward of a block with a small d (<= kSmallDim): grad_rows[u][q] = P_q . G_u as d dot products per row,
+// which beats the padded-P^T accumulators when most of their 16 lanes would be padding.
+constexpr int64_t kSmallDim = 8;
+
+template <int64_t kWidth>
+void block_backward_small(const SummedGradient& summed, int64_t first, const float* rows, const float* P, int64_t m,
+                          int64_t d, float* grad_rows, float* grad_projection) {
+  float g[kWidth];
+  for (int64_t u = 0; u < m; ++u) {
+    summed.row(first + u, g);
+    const float* e = rows + u * d;
+    for (int64_t q = 0; q < d; ++q) {
+      grad_rows[u * d + q] = dot_row<kWidth>(P + q * kWidth, g);
+      const float eq = e[q];
+      float* gp = grad_projection + q * kWidth;
+#pragma omp simd
+      for (int64_t c = 0; c < kWidth; ++c) gp[c] += eq * g[c];
+    }
+  }
+}
+
 // One block's backward at a compile-time width W, over its m distinct rows first, first + 1, ...: grad_rows
 // (m x d) = G P^T and grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed
 // output gradient (each row summed into a register-sized buffer as it is needed, never stored) and rows (m x d)
@@ -348,8 +387,9 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
       at::Tensor grad_rows = at::empty({count, d}, grad_out.options());
       at::Tensor grad_projection = at::zeros({d, D}, grad_out.options());
       const bool fixed = with_fixed_width(D, [&](auto W) {
-        block_backward_fixed<W()>(summed, start, gathered.data_ptr<float>(), projections[b].data_ptr<float>(),
-                                  count, d, grad_rows.data_ptr<float>(), grad_projection.data_ptr<float>());
+        const auto run = d <= kSmallDim ? &block_backward_small<W()> : &block_backward_fixed<W()>;
+        run(summed, start, gathered.data_ptr<float>(), projections[b].data_ptr<float>(), count, d,
+            grad_rows.data_ptr<float>(), grad_projection.data_ptr<float>());
       });
       if (!fixed) {  // other widths: two matrix products
         const at::Tensor block_grad = summed_block(start, count);

@@ -38,7 +38,6 @@ __all__ = ["fused_kernel", "fused_lookup", "kernel_applies"]
 
 _KERNEL = NativeKernel("embreg_md_lookup", Path(__file__).with_name("csrc") / "md_lookup.cpp", "EMBREG_MD_KERNEL",
                        "mixed-dimension lookup", native_isa=True)
-_NO_TENSOR = torch.empty(0)
 
 
 def fused_kernel() -> ModuleType | None:
@@ -49,12 +48,7 @@ def fused_kernel() -> ModuleType | None:
 def kernel_applies(weights: Sequence[torch.Tensor], projections: Sequence[torch.Tensor | None]) -> bool:
     """Whether the kernel is built and can serve these tables (float32, contiguous, on the CPU)."""
     kernel = fused_kernel()
-    return kernel is not None and kernel.tables_supported(list(weights), _with_empty(projections))
-
-
-def _with_empty(projections: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
-    """Projections with ``None`` (identity blocks) as empty tensors, as the kernel takes them."""
-    return [p if p is not None else _NO_TENSOR for p in projections]
+    return kernel is not None and kernel.tables_supported(list(weights), list(projections))
 
 
 def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, weights: Sequence[torch.Tensor],
@@ -73,13 +67,4 @@ def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, weights: Seq
         (..., D) float32 vectors, or None.
     """
     kernel = fused_kernel()
-    if kernel is None:
-        return None
-    out_dim = projections[0].shape[1] if projections[0] is not None else weights[0].shape[1]
-    flat = ids.reshape(-1).to(torch.int64).contiguous()
-    if index_map is None:
-        index_map = _NO_TENSOR
-    elif index_map.dtype not in (torch.int32, torch.int64) or not index_map.is_contiguous():
-        index_map = index_map.to(torch.int64).contiguous()
-    out = kernel.lookup(flat, index_map, offsets, sparse, out_dim, list(weights), _with_empty(projections))
-    return None if out is None else out.reshape(*ids.shape, out_dim)
+    return None if kernel is None else kernel.lookup(ids, index_map, offsets, sparse, weights, projections)

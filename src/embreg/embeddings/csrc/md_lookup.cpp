@@ -473,18 +473,42 @@ bool tables_supported(const std::vector<at::Tensor>& weights, const std::vector<
   return true;
 }
 
-// The lookup, or None where the tables are not supported (the caller then takes the tensor ops).
-std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets,
-                                    bool sparse, int64_t out_dim, const std::vector<at::Tensor>& weights,
-                                    const std::vector<at::Tensor>& projections) {
-  if (!tables_supported(weights, projections)) return std::nullopt;
-  return FusedLookup::apply(ids, index_map, offsets, sparse, out_dim, at::TensorList(weights),
-                            at::TensorList(projections));
+// The lookup of ids of any shape and integer dtype -> (..., D), or None where the tables are not supported (the
+// caller then takes the tensor ops). index_map: None or (N) integer; projections: None for identity blocks.
+// Projections with None (identity blocks) as empty tensors, as the node takes them.
+std::vector<at::Tensor> with_empty(const std::vector<std::optional<at::Tensor>>& projections) {
+  std::vector<at::Tensor> out;
+  out.reserve(projections.size());
+  for (const auto& p : projections) out.push_back(p.has_value() && p->defined() ? *p : at::empty({0}, at::kFloat));
+  return out;
+}
+
+bool optional_tables_supported(const std::vector<at::Tensor>& weights,
+                               const std::vector<std::optional<at::Tensor>>& projections) {
+  return !weights.empty() && tables_supported(weights, with_empty(projections));
+}
+
+std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<at::Tensor>& index_map,
+                                    const at::Tensor& offsets, bool sparse, const std::vector<at::Tensor>& weights,
+                                    const std::vector<std::optional<at::Tensor>>& projections) {
+  const std::vector<at::Tensor> dense_projections = with_empty(projections);
+  if (weights.empty() || !tables_supported(weights, dense_projections)) return std::nullopt;
+  const int64_t out_dim = is_identity(dense_projections[0]) ? weights[0].size(1) : dense_projections[0].size(1);
+  const at::Tensor flat = ids.reshape({-1}).to(at::kLong).contiguous();
+  at::Tensor map = at::empty({0}, flat.options());
+  if (index_map.has_value() && index_map->defined()) {
+    map = index_map->scalar_type() == at::kInt ? index_map->contiguous() : index_map->to(at::kLong).contiguous();
+  }
+  const at::Tensor out = FusedLookup::apply(flat, map, offsets, sparse, out_dim, at::TensorList(weights),
+                                            at::TensorList(dense_projections));
+  std::vector<int64_t> shape = ids.sizes().vec();
+  shape.push_back(out_dim);
+  return out.view(shape);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
-  m.def("tables_supported", &tables_supported, "whether the node can serve these tables");
+  m.def("tables_supported", &optional_tables_supported, "whether the node can serve these tables");
   m.def("forward", &md_forward, "the node's forward computation, without autograd");
   m.def("backward", &md_backward, "the node's backward computation, without autograd");
 }

@@ -239,6 +239,8 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   const int64_t n = ids.numel();
   const int64_t k = static_cast<int64_t>(weights.size());
   TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
+  TORCH_CHECK(offsets_t.data_ptr<int64_t>()[k] < std::numeric_limits<int32_t>::max(),
+              "embreg md kernel: tables of 2^31 rows or more are not supported");
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
   const int64_t num_rows = offsets[k];
 
@@ -252,9 +254,16 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   int bits = 4;
   while ((int64_t{1} << bits) < 2 * n) ++bits;
   const int64_t mask = (int64_t{1} << bits) - 1;
-  std::vector<int64_t> keys(mask + 1, -1);
-  std::vector<int32_t> slot_distinct(mask + 1), raw_inverse(n), count;
+  struct Slot {
+    int32_t position;  // -1: empty
+    int32_t distinct;  // the distinct row's index, in order of first appearance
+  };
+  std::vector<Slot> table(mask + 1, Slot{-1, 0});
+  std::vector<int32_t> raw_inverse(n), count;
   std::vector<int64_t> distinct, block, bounds(k + 1, 0);
+  distinct.reserve(n);
+  block.reserve(n);
+  count.reserve(n);
   for (int64_t j = 0; j < n; ++j) {
     if (mapped && j + kPrefetchAhead < n) {  // the map's cache misses overlap the hashing of earlier ids
       const int64_t ahead = id_ptr[j + kPrefetchAhead];
@@ -270,17 +279,16 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     TORCH_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
     const int64_t p = map32 ? static_cast<int64_t>(map32[id]) : (map64 ? map64[id] : id);
     int64_t s = static_cast<int64_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
-    while (keys[s] != p && keys[s] != -1) s = (s + 1) & mask;
-    if (keys[s] == -1) {
-      keys[s] = p;
-      slot_distinct[s] = static_cast<int32_t>(distinct.size());
+    while (table[s].position != p && table[s].position != -1) s = (s + 1) & mask;
+    if (table[s].position == -1) {
+      table[s] = Slot{static_cast<int32_t>(p), static_cast<int32_t>(distinct.size())};
       distinct.push_back(p);
       block.push_back(block_of(offsets, k, p));
       ++bounds[block.back() + 1];
       count.push_back(0);
     }
-    raw_inverse[j] = slot_distinct[s];
-    ++count[slot_distinct[s]];
+    raw_inverse[j] = table[s].distinct;
+    ++count[table[s].distinct];
   }
   const int64_t num_distinct = static_cast<int64_t>(distinct.size());
 

@@ -4,17 +4,17 @@
 // lookup). The same computation as embreg/embeddings/functional.py (_MixedDimensionLookup), as one C++ autograd
 // node (no Python runs in the step's forward or backward), in two parts:
 //
-//   forward:  caller ids -> positions (through the optional index map, every id range-checked), the distinct
-//             positions of the batch (open-addressing hash, in order of first appearance), grouped by block
-//             (stable counting sort on the block of each position), their rows gathered into one packed buffer
-//             (prefetched ahead of the cache misses), each distinct row projected once (x_u = E_i[u] P_i, an
-//             FMA loop over the D outputs) into the output row of its first occurrence, and the other
-//             occurrences copied from it.
-//   backward: the output gradient summed per distinct row (G_u = sum of g_j over the occurrences of u), then per
-//             block grad E_i[u] = G_u P_i^T and grad P_i = E_i[u]^T G_u over the block's distinct rows, and the
-//             row gradients returned as one sparse COO tensor per block (indices distinct, in first-appearance
-//             order, so not marked coalesced) or scattered into a dense zero table. First derivatives only: a
-//             backward that would itself be differentiated (create_graph=True) raises.
+//   forward:  one pass over the ids maps each through the optional index map (range-checked, the map's reads
+//             prefetched ahead), finds the distinct positions of the batch (open-addressing hash, in order of
+//             first appearance) and counts occurrences; the distinct rows are grouped by block (a stable
+//             counting sort), each row's occurrence list is laid out, the rows are gathered into one packed
+//             buffer (prefetched ahead of the cache misses), each distinct row is projected once
+//             (x_u = E_i[u] P_i) into the output row of its first occurrence and copied to the others.
+//   backward: per block, each distinct row's gradient G_u (the sum of g_j over its occurrences) is summed as it
+//             is used, then grad E_i[u] = G_u P_i^T and grad P_i += E_i[u]^T G_u, and the row gradients are
+//             returned as one sparse COO tensor per block (indices distinct, in first-appearance order, so not
+//             marked coalesced) or scattered into a dense zero table. First derivatives only: a backward that
+//             would itself be differentiated (create_graph=True) raises.
 //
 // Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
 // (the rare rows' cache misses) and the fixed cost per call, not by arithmetic.
@@ -31,7 +31,7 @@
 
 namespace {
 
-constexpr int64_t kPrefetchAhead = 16;  // rows gathered ahead of the one being copied
+constexpr int64_t kPrefetchAhead = 16;  // how far ahead the map reads and row gathers are prefetched
 
 bool is_identity(const at::Tensor& projection) { return !projection.defined() || projection.numel() == 0; }
 

@@ -13,7 +13,9 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
   :func:`embreg.embeddings.functional.mixed_dimension_lookup_reference` (one gather, one matmul and their
   autograd nodes per block, as the layer did before either),
 
-with dense gradients and with sparse gradients. Each step ends with the gradients released (``grad = None``), as
+with dense gradients and with sparse gradients. A step backpropagates ``out.sum()`` (``--loss sum``) or
+``(out * W).sum()`` with a fixed random ``W`` (``--loss random``: a dense upstream gradient, as under a real
+loss). Each step ends with the gradients released (``grad = None``), as
 an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
 ``--warmup`` untimed ones, configurations taken in turn (so each step starts with caches the other
 configurations have just used), with Python's garbage collector paused as ``timeit`` does, on two
@@ -87,14 +89,34 @@ def sample_ids(counts: torch.Tensor, size: int, seed: int) -> torch.Tensor:
     return torch.searchsorted(cdf, u).clamp_max(counts.numel() - 1)
 
 
-def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor) -> None:
-    module(ids).sum().backward()
+class Loss:
+    """The scalar a step backpropagates from the looked-up vectors ``out`` (B, width).
+
+    ``sum``: ``out.sum()``, whose upstream gradient is one value broadcast over every entry (never
+    materialised). ``random``: ``(out * W).sum()`` with a fixed random ``W`` (B, width) (seed 0), so the lookup
+    receives a dense, contiguous upstream gradient, as it does under a real model's loss.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.weights: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def __call__(self, out: torch.Tensor) -> torch.Tensor:
+        if self.kind == "sum":
+            return out.sum()
+        if out.shape not in self.weights:
+            self.weights[out.shape] = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
+        return (out * self.weights[out.shape]).sum()
+
+
+def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss: Loss) -> None:
+    loss(module(ids)).backward()
     for p in params:
         p.grad = None
 
 
-def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int
-                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int,
+                 loss: Loss) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall and thread-CPU seconds per step, per configuration."""
     wall = {name: [] for name in modules}
     cpu = {name: [] for name in modules}
@@ -104,7 +126,7 @@ def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], rep
             ids = batches[r % len(batches)]
             for name, module in modules.items():
                 started, started_cpu = time.perf_counter(), time.thread_time()
-                step(module, params[name], ids)
+                step(module, params[name], ids, loss)
                 if r >= warmup:
                     wall[name].append(time.perf_counter() - started)
                     cpu[name].append(time.thread_time() - started_cpu)
@@ -123,8 +145,8 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int
-          ) -> list[dict]:
+def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int,
+          loss: Loss) -> list[dict]:
     counts = zipf_counts(rows, exponent)
     batches = [sample_ids(counts, batch, seed) for seed in range(8)]
     out = []
@@ -136,7 +158,7 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
                    f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
                    "md-torch": LookupWith(md, _tensor_op_lookup),
                    "md-reference": LookupWith(md, _reference_lookup)}
-        wall, cpu = time_configs(modules, batches, reps, warmup)
+        wall, cpu = time_configs(modules, batches, reps, warmup, loss)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
         rows_out = {}
@@ -203,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--loss", choices=("sum", "random"), default="sum",
+                        help="what each step backpropagates (see Loss): out.sum() or (out * W).sum()")
     parser.add_argument("--kernel", choices=("auto", "off", "on"), default="on",
                         help="EMBREG_MD_KERNEL for the md row (default on: fail rather than time the fallback)")
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
@@ -216,18 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     results = {"speed": [], "memory": []}
     for rows in args.rows:
         results["speed"].extend(speed(rows, args.dim, args.batch, args.alpha, args.blocks, args.exponent,
-                                      args.reps, args.warmup))
+                                      args.reps, args.warmup, Loss(args.loss)))
     if args.memory_rows:
         results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "md_backend": backend, "note": args.note}
+                          "md_backend": backend, "loss": args.loss, "note": args.note}
     lines = [f"<!-- generated by: {command} -->", "",
              "Throughput: ids per second of forward + backward, median over steps; wall clock / thread CPU time. "
              "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
-             f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup.", "",
+             f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup. "
+             f"Each step backpropagates `{'out.sum()' if args.loss == 'sum' else '(out * W).sum()'}`.", "",
              "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | vs same base dim (wall / CPU) | "
              "vs same budget (wall / CPU) | vs md-reference (wall / CPU) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["speed"]:

@@ -88,6 +88,11 @@ struct SummedGradient {
 #pragma omp simd
         for (int64_t c = 0; c < width; ++c) dst[c] += src[c];
       }
+    } else if (column_stride == 0) {  // each row one value broadcast over the columns
+      float total = src[0];
+      for (int32_t i = begin + 1; i < end; ++i) total += grad[occurrences[i] * row_stride];
+#pragma omp simd
+      for (int64_t c = 0; c < width; ++c) dst[c] = total;
     } else {
       for (int64_t c = 0; c < width; ++c) dst[c] = src[c * column_stride];
       for (int32_t i = begin + 1; i < end; ++i) {
@@ -481,8 +486,6 @@ bool tables_supported(const std::vector<at::Tensor>& weights, const std::vector<
   return true;
 }
 
-// The lookup of ids of any shape and integer dtype -> (..., D), or None where the tables are not supported (the
-// caller then takes the tensor ops). index_map: None or (N) integer; projections: None for identity blocks.
 // Projections with None (identity blocks) as empty tensors, as the node takes them.
 std::vector<at::Tensor> with_empty(const std::vector<std::optional<at::Tensor>>& projections) {
   std::vector<at::Tensor> out;
@@ -496,6 +499,8 @@ bool optional_tables_supported(const std::vector<at::Tensor>& weights,
   return !weights.empty() && tables_supported(weights, with_empty(projections));
 }
 
+// The lookup of ids of any shape and integer dtype -> (..., D), or None where the tables are not supported (the
+// caller then takes the tensor ops). index_map: None or (N) integer; projections: None for identity blocks.
 std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<at::Tensor>& index_map,
                                     const at::Tensor& offsets, bool sparse, const std::vector<at::Tensor>& weights,
                                     const std::vector<std::optional<at::Tensor>>& projections) {

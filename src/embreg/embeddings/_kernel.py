@@ -2,17 +2,17 @@
 
 mixed-dimension-embeddings.txt, Appendix, Alg. 2: the same lookup and gradients as
 :class:`embreg.embeddings.functional._MixedDimensionLookup`, as one autograd node written in C++ (no Python in
-its forward or backward) instead of some forty tensor ops (whose fixed per-op cost and temporaries were most of a
-step's time; see docs/results/mixed-dimension.md, Section 3). It is compiled for the host's instruction set, once, and cached
-(:class:`embreg._native.NativeKernel`).
+its forward or backward) instead of some forty tensor ops (whose fixed per-op cost and temporaries were most of
+a step's time; see docs/results/mixed-dimension.md, Section 3). It is compiled for the host's instruction set,
+once, and cached (:class:`embreg._native.NativeKernel`).
 
 ``EMBREG_MD_KERNEL`` chooses the backend: ``auto`` (default; the kernel when it builds, else the tensor ops
 after one warning), ``off`` (always the tensor ops) or ``on`` (the kernel, raise if it cannot be built). The
 kernel serves float32 tables on the CPU; everything else (other dtypes, CUDA) takes the tensor ops. Like
 the tensor-op node, it gives first derivatives only: a backward with ``create_graph=True`` through it
-raises (the tensor-op node raises one step later, when its gradient is differentiated). Both backends give the same
-values up to float rounding; the kernel's sparse gradients have distinct but unsorted indices, so they are
-not marked coalesced.
+raises (the tensor-op node raises one step later, when its gradient is differentiated). Both backends give
+the same values up to float rounding; the kernel's sparse gradients have distinct but unsorted indices, so
+they are not marked coalesced.
 
 Example:
     >>> weights, projections = [torch.ones(2, 4), torch.ones(3, 2)], [None, torch.full((2, 4), 0.5)]

@@ -243,11 +243,11 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
                                    int64_t out_dim) {
   const int64_t n = ids.numel();
   const int64_t k = static_cast<int64_t>(weights.size());
-  TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
-  TORCH_CHECK(offsets_t.data_ptr<int64_t>()[k] < std::numeric_limits<int32_t>::max(),
-              "embreg md kernel: tables of 2^31 rows or more are not supported");
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
   const int64_t num_rows = offsets[k];
+  TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
+  TORCH_CHECK(num_rows < std::numeric_limits<int32_t>::max(),
+              "embreg md kernel: tables of 2^31 rows or more are not supported");
 
   // one pass over the ids: map and range-check each, find the distinct positions in order of first appearance
   // (open addressing, load factor <= 1/2), and count each distinct row's occurrences and each block's rows
@@ -522,6 +522,4 @@ std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<a
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
   m.def("tables_supported", &optional_tables_supported, "whether the node can serve these tables");
-  m.def("forward", &md_forward, "the node's forward computation, without autograd");
-  m.def("backward", &md_backward, "the node's backward computation, without autograd");
 }

@@ -4,12 +4,12 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
 
 * ``uniform@D``   nn.Embedding(N, D), the same base dimension as the MD layer,
 * ``md``          MixedDimensionEmbedding sized by Alg. 1 from base dimension D (k equal-mass blocks, Alg. 3),
-  as a user gets it (the fused C++ kernel when it builds, see ``--kernel``),
+  as a user gets it (two flat parameters; the fused C++ kernel when it builds, see ``--kernel``),
 * ``uniform@eq``  nn.Embedding(N, d_eq) with d_eq = round(MD parameters / N): the same parameter budget,
-* ``md-torch``    the same MD layer (same parameters) looked up with the tensor-op node
-  (``functional._MixedDimensionLookup``: distinct rows once, hand-written backward; the layer's path before the
-  kernel, and its path with ``EMBREG_MD_KERNEL=off``),
-* ``md-reference`` the same MD layer looked up with
+* ``md-torch``    the same MD values as k tables and k projections, one parameter each (the layer's storage
+  before the flat parameters), looked up with the tensor-op node (``functional._MixedDimensionLookup``:
+  distinct rows once, hand-written backward; the layer's path before the kernel),
+* ``md-reference`` the same per-block parameters looked up with
   :func:`embreg.embeddings.functional.mixed_dimension_lookup_reference` (one gather, one matmul and their
   autograd nodes per block, as the layer did before either),
 
@@ -52,29 +52,34 @@ from embreg.train.stats import median_interval, target_verdict
 SPEED_TARGET = 0.7  # the issue's target: MD throughput >= 0.7x nn.Embedding at the same base dimension
 
 
-def _reference_lookup(md: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
-    """The per-block reference lookup (one gather and matmul and their autograd nodes per block)."""
-    return mixed_dimension_lookup_reference(md.positions(ids), [b.weight for b in md.blocks],
-                                            [b.projection for b in md.blocks], md.offsets, sparse=md.sparse)
-
-
-def _tensor_op_lookup(md: MixedDimensionEmbedding, ids: torch.Tensor) -> torch.Tensor:
-    """The one-node tensor-op lookup (the layer's path without the kernel)."""
-    weights, projections = [b.weight for b in md.blocks], [b.projection for b in md.blocks]
-    out = _MixedDimensionLookup.apply(md.positions(ids).reshape(-1), md.offsets, md.sparse, md.num_blocks,
-                                      *weights, *projections)
-    return out.reshape(*ids.shape, md.embedding_dim)
-
-
-class LookupWith(nn.Module):
-    """An MD layer's parameters looked up with another lookup function ``lookup(md, ids)``."""
+class PerBlockTables(nn.Module):
+    """An MD layer's values as k separate tables and projections, one parameter each (the layer's storage before
+    its two flat parameters), looked up with ``lookup(self, ids)``."""
 
     def __init__(self, md: MixedDimensionEmbedding, lookup) -> None:
         super().__init__()
-        self.md, self.lookup = md, lookup
+        blocks = md.blocks
+        self.weights = nn.ParameterList(nn.Parameter(b.weight.detach().clone()) for b in blocks)
+        self.block_projections = [None if b.projection is None else nn.Parameter(b.projection.detach().clone())
+                                  for b in blocks]
+        self.projections = nn.ParameterList(p for p in self.block_projections if p is not None)
+        self.positions, self.offsets, self.sparse, self.lookup = md.positions, md.offsets, md.sparse, lookup
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.lookup(self.md, ids)
+        return self.lookup(self, ids)
+
+
+def _reference_lookup(tables: PerBlockTables, ids: torch.Tensor) -> torch.Tensor:
+    """The per-block reference lookup (one gather and matmul and their autograd nodes per block)."""
+    return mixed_dimension_lookup_reference(tables.positions(ids), list(tables.weights), tables.block_projections,
+                                            tables.offsets, sparse=tables.sparse)
+
+
+def _tensor_op_lookup(tables: PerBlockTables, ids: torch.Tensor) -> torch.Tensor:
+    """The one-node tensor-op lookup over per-block parameters (the layer's path before the kernel)."""
+    out = _MixedDimensionLookup.apply(tables.positions(ids).reshape(-1), tables.offsets, tables.sparse,
+                                      len(tables.weights), *tables.weights, *tables.block_projections)
+    return out.reshape(*ids.shape, -1)
 
 
 def zipf_counts(rows: int, exponent: float) -> torch.Tensor:
@@ -156,14 +161,14 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         eq_dim = max(1, round(md.num_parameters / rows))
         modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
                    f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
-                   "md-torch": LookupWith(md, _tensor_op_lookup),
-                   "md-reference": LookupWith(md, _reference_lookup)}
+                   "md-torch": PerBlockTables(md, _tensor_op_lookup),
+                   "md-reference": PerBlockTables(md, _reference_lookup)}
         wall, cpu = time_configs(modules, batches, reps, warmup, loss)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
         rows_out = {}
         for name, module in modules.items():
-            inner = getattr(module, "md", module)
+            inner = md if name.startswith("md") else module
             rows_out[name] = {"rows": rows, "base_dim": dim, "batch": batch, "sparse": sparse, "layer": name,
                               "parameters": sum(p.numel() for p in module.parameters()),
                               "dims": list(getattr(inner, "block_dims", [inner.embedding_dim])),

@@ -23,21 +23,21 @@ def _layer(sparse: bool = False, rows: int = 300, dims=(16, 9, 4, 1), dtype=torc
     return MixedDimensionEmbedding.from_blocking(blocking, list(dims), dims[0], sparse=sparse, dtype=dtype)
 
 
-def _tables(layer: MixedDimensionEmbedding):
-    return [b.weight for b in layer.blocks], [b.projection for b in layer.blocks]
+def _flat(layer: MixedDimensionEmbedding):
+    return layer.flat_rows, layer.flat_projections
 
 
 def _value_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream: torch.Tensor, fused: bool):
-    """Output and every parameter's (dense) gradient, through the kernel or through the tensor-op node."""
+    """Output and both parameters' (dense) gradients, through the kernel or through the tensor-op node."""
     for p in layer.parameters():
         p.grad = None
-    weights, projections = _tables(layer)
     if fused:
-        out = _kernel.fused_lookup(ids, layer.index_map, weights, projections, layer.offsets, sparse=layer.sparse)
+        out = _kernel.fused_lookup(ids, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
+                                   layer.embedding_dim, sparse=layer.sparse)
     else:
         positions = layer.positions(ids).reshape(-1)
-        out = functional._MixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, len(weights),
-                                                     *weights, *projections).reshape(*ids.shape, -1)
+        out = functional._FlatMixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, layer.layout,
+                                                         *_flat(layer)).reshape(*ids.shape, -1)
     (out * upstream).sum().backward()
     grads = [None if p.grad is None else (p.grad.to_dense() if p.grad.is_sparse else p.grad)
              for p in layer.parameters()]
@@ -62,17 +62,16 @@ def test_values_and_gradients_match_the_tensor_op_lookup(kernel, sparse: bool, m
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_sparse_gradients_have_one_row_per_distinct_id(kernel) -> None:
+def test_sparse_gradient_has_one_entry_per_value_of_each_distinct_row(kernel) -> None:
     layer = _layer(sparse=True)
     ids = torch.tensor([5, 5, 5, 17, 5, 299, 17])
     layer(ids).sum().backward()
-    for block, count in zip(layer.blocks, (layer.positions(ids).unsqueeze(1) >= layer.offsets[:-1]).sum(0)):
-        grad = block.weight.grad
-        if grad is None:
-            continue
-        assert grad.is_sparse and grad.shape == block.weight.shape
-        indices = grad._indices()[0]
-        assert indices.numel() == indices.unique().numel()  # distinct, so SGD and SparseAdam need no merging
+    grad = layer.flat_rows.grad
+    assert grad.is_sparse and grad.shape == layer.flat_rows.shape and not grad.is_coalesced()
+    block_of = torch.searchsorted(layer.offsets[1:], layer.positions(torch.tensor([5, 17, 299])), right=True)
+    assert grad._nnz() == sum(layer.block_dims[b] for b in block_of.tolist())
+    indices = grad._indices()[0]
+    assert indices.numel() == indices.unique().numel()  # distinct, so SGD and SparseAdam need no merging
 
 
 def test_strided_upstream_gradient_of_a_sum(kernel) -> None:
@@ -87,13 +86,13 @@ def test_strided_upstream_gradient_of_a_sum(kernel) -> None:
         torch.testing.assert_close(p.grad, want, rtol=1e-4, atol=1e-4)
 
 
-def test_a_block_with_no_id_gets_no_gradient(kernel) -> None:
+def test_a_block_with_no_id_gets_a_zero_gradient(kernel) -> None:
     layer = _layer()
     last_block_start = int(layer.offsets[-2])
     popular = torch.nonzero(layer.index_map < last_block_start).flatten()[:20]
     layer(popular).sum().backward()
-    assert layer.blocks[-1].weight.grad is None and layer.blocks[-1].projection.grad is None
-    assert layer.blocks[1].weight.grad is not None
+    assert not layer.blocks[-1].weight_grad.any() and not layer.blocks[-1].projection_grad.any()
+    assert layer.blocks[1].weight_grad.any()
 
 
 def test_out_of_range_ids_name_the_value(kernel) -> None:
@@ -102,9 +101,9 @@ def test_out_of_range_ids_name_the_value(kernel) -> None:
         layer(torch.tensor([1, 300, 2]))
     with pytest.raises(EmbregError, match=r"holds the id -1"):
         layer(torch.tensor([[-1, 0]]))
-    weights, projections = _tables(layer)
     with pytest.raises(RuntimeError, match=r"found id 300; valid range is \[0, 300\)"):
-        functional.mixed_dimension_lookup(torch.tensor([300]), weights, projections, layer.offsets)
+        functional.flat_mixed_dimension_lookup(torch.tensor([300]), *_flat(layer), *layer.layout[:2], layer.offsets,
+                                               layer.embedding_dim)
 
 
 def test_integer_id_dtypes_and_shapes(kernel) -> None:
@@ -118,15 +117,26 @@ def test_integer_id_dtypes_and_shapes(kernel) -> None:
 
 def test_float64_tables_take_the_tensor_ops(kernel) -> None:
     layer = _layer(dtype=torch.float64)
-    assert not _kernel.kernel_applies(*_tables(layer))
-    assert _kernel.fused_lookup(torch.tensor([0]), None, *_tables(layer), layer.offsets, sparse=False) is None
+    assert not _kernel.kernel_applies(*_flat(layer))
+    assert _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, *_flat(layer), layer.block_dims,
+                                layer.embedding_dim, sparse=False) is None
     assert layer(torch.tensor([0, 299])).dtype == torch.float64
-    assert _kernel.kernel_applies(*_tables(_layer()))
+    assert _kernel.kernel_applies(*_flat(_layer()))
+
+
+def test_a_layout_that_does_not_fit_the_parameters_is_refused(kernel) -> None:
+    layer = _layer()
+    with pytest.raises(RuntimeError, match="the flat rows hold .* values; the blocks need"):
+        _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, layer.flat_rows[:-1], layer.flat_projections,
+                             layer.block_dims, layer.embedding_dim, sparse=False)
+    with pytest.raises(RuntimeError, match=r"block 1 has dim 17; valid range is \[1, 16\]"):
+        _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, *_flat(layer), (16, 17, 4, 1),
+                             layer.embedding_dim, sparse=False)
 
 
 def test_sparse_adam_trains_through_the_kernel(kernel) -> None:
     layer = _layer(sparse=True)
-    optimizer = torch.optim.SparseAdam([b.weight for b in layer.blocks], lr=0.1)
+    optimizer = torch.optim.SparseAdam([layer.flat_rows], lr=0.1)
     ids = torch.randint(0, 300, (64,), generator=torch.Generator().manual_seed(4))
     target = torch.randn(64, 16, generator=torch.Generator().manual_seed(5))
     losses = []
@@ -141,7 +151,7 @@ def test_sparse_adam_trains_through_the_kernel(kernel) -> None:
 
 def test_off_mode_and_unknown_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBREG_MD_KERNEL", "off")
-    assert _kernel.fused_kernel() is None and not _kernel.kernel_applies(*_tables(_layer()))
+    assert _kernel.fused_kernel() is None and not _kernel.kernel_applies(*_flat(_layer()))
     monkeypatch.setenv("EMBREG_MD_KERNEL", "fast")
     with pytest.raises(EmbregError, match="EMBREG_MD_KERNEL='fast' is not one of auto, off, on"):
         _kernel.fused_kernel()

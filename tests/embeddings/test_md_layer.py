@@ -47,7 +47,7 @@ def test_all_dims_at_base_with_identity_projections_equals_nn_embedding():
     freq = torch.rand(20)
     blocking = equipartition_blocks(freq, 4)
     layer = MixedDimensionEmbedding.from_blocking(blocking, [6, 6, 6, 6], 6)
-    assert all(block.projection is None for block in layer.blocks)
+    assert all(block.projection is None for block in layer.blocks) and layer.flat_projections is None
     with torch.no_grad():
         table = plain.weight[blocking.permutation]  # rows in blocked order
         for block, start, stop in zip(layer.blocks, blocking.offsets, blocking.offsets[1:]):
@@ -61,10 +61,47 @@ def test_gradients_reach_every_block_and_projection():
     layer = _layer()
     layer(torch.arange(12)).pow(2).sum().backward()
     for i, block in enumerate(layer.blocks):
-        assert block.weight.grad is not None and block.weight.grad.abs().sum() > 0, i
+        assert block.weight_grad is not None and block.weight_grad.abs().sum() > 0, i
         if block.projection is not None:
-            assert block.projection.grad is not None and block.projection.grad.abs().sum() > 0, i
+            assert block.projection_grad is not None and block.projection_grad.abs().sum() > 0, i
     assert sum(block.projection is not None for block in layer.blocks) == 2
+
+
+def test_two_flat_parameters_hold_every_block():
+    layer = _layer()
+    assert [name for name, _ in layer.named_parameters()] == ["flat_rows", "flat_projections"]
+    assert layer.flat_rows.shape == (sum(n * d for n, d in zip(layer.block_rows, (8, 4, 2))),)
+    assert layer.flat_projections.shape == ((4 + 2) * 8,)
+    with torch.no_grad():
+        layer.blocks[2].weight[0].fill_(7.0)  # the blocks are views: writes reach the parameter
+    start = layer.block_rows[0] * 8 + layer.block_rows[1] * 4
+    assert torch.equal(layer.flat_rows[start:start + 2], torch.full((2,), 7.0))
+
+
+def test_initialisation_draws_block_by_block_as_separate_tables():
+    torch.manual_seed(5)
+    layer = MixedDimensionEmbedding([3, 40, 60], [16, 5, 2], 16, init_std=0.5)
+    torch.manual_seed(5)
+    for block, (n, d) in zip(layer.blocks, [(3, 16), (40, 5), (60, 2)]):
+        assert torch.equal(block.weight, torch.empty(n, d).normal_(std=0.5))
+        if d != 16:
+            assert torch.equal(block.projection, torch.empty(d, 16).normal_(std=d ** -0.5))
+
+
+def test_a_per_block_checkpoint_loads_into_the_flat_parameters():
+    layer = _layer()
+    old = {"index_map": layer.index_map.clone()}
+    for i, block in enumerate(layer.blocks):  # the state dict of embreg's layer before the flat storage
+        old[f"blocks.{i}.weight"] = block.weight.detach().clone()
+        if block.projection is not None:
+            old[f"blocks.{i}.projection"] = block.projection.detach().clone()
+    fresh = MixedDimensionEmbedding(layer.block_rows, [8, 4, 2], 8, index_map=torch.arange(12))
+    fresh.load_state_dict(old)
+    ids = torch.arange(12)
+    assert torch.equal(fresh(ids), layer(ids))
+    old["blocks.1.weight"] = old["blocks.1.weight"][:, :3]
+    with pytest.raises(EmbregError, match=r"'blocks.1.weight' is shape \(\d+, 3\); this layer needs shape"):
+        fresh.load_state_dict(old)
 
 
 def test_only_looked_up_rows_get_gradient_and_projection_gradient_is_exact():
@@ -75,11 +112,12 @@ def test_only_looked_up_rows_get_gradient_and_projection_gradient_is_exact():
     block_index = int(torch.searchsorted(layer.offsets[1:], torch.tensor(position), right=True))
     block = layer.blocks[block_index]
     local = position - int(layer.offsets[block_index])
-    rows_with_grad = block.weight.grad.abs().sum(-1).nonzero().flatten().tolist()
+    rows_with_grad = block.weight_grad.abs().sum(-1).nonzero().flatten().tolist()
     assert rows_with_grad == [local]
+    assert torch.count_nonzero(layer.flat_rows.grad) == block.weight.shape[1]  # no other block's rows either
     if block.projection is not None:
         expected = block.weight[local].detach().unsqueeze(-1).expand(-1, 8)  # d(sum(e @ P)) / dP = e^T 1
-        assert torch.allclose(block.projection.grad, expected)
+        assert torch.allclose(block.projection_grad, expected)
 
 
 def test_sparse_gradients_are_sparse_and_equal_the_dense_ones():
@@ -87,13 +125,14 @@ def test_sparse_gradients_are_sparse_and_equal_the_dense_ones():
     ids = torch.tensor([0, 4, 4, 11, 5])
     dense(ids).pow(2).sum().backward()
     sparse(ids).pow(2).sum().backward()
-    for d, s in zip(dense.blocks, sparse.blocks):
-        assert s.weight.grad.is_sparse
-        assert torch.allclose(s.weight.grad.to_dense(), d.weight.grad, atol=1e-6)
-        if s.projection is not None:
-            assert not s.projection.grad.is_sparse
-    params = [b.weight for b in sparse.blocks]
-    torch.optim.SparseAdam(params, lr=0.1).step()  # the optimizer sparse tables are meant for
+    assert sparse.flat_rows.grad.is_sparse and not sparse.flat_projections.grad.is_sparse
+    assert torch.allclose(sparse.flat_rows.grad.to_dense(), dense.flat_rows.grad, atol=1e-6)
+    assert torch.allclose(sparse.flat_projections.grad, dense.flat_projections.grad, atol=1e-6)
+    # one entry per value of each distinct looked-up row: ids 0, 4, 11, 5 (4 repeats)
+    widths = [layer_block.weight.shape[1] for layer_block in sparse.blocks]
+    blocks_of = torch.searchsorted(sparse.offsets[1:], sparse.positions(torch.tensor([0, 4, 11, 5])), right=True)
+    assert sparse.flat_rows.grad._nnz() == sum(widths[b] for b in blocks_of.tolist())
+    torch.optim.SparseAdam([sparse.flat_rows], lr=0.1).step()  # the optimizer sparse tables are meant for
 
 
 def test_parameter_count_is_exact():
@@ -137,8 +176,8 @@ def test_sse_wraps_a_mixed_dimension_layer():
     assert not torch.allclose(out, layer(ids))  # every id swapped in training
     wrapped(ids).sum().backward()
     # id 0 is alone in the most popular block; with p = 1 it is always swapped away, so that block gets no gradient
-    assert layer.block_rows[0] == 1 and layer.blocks[0].weight.grad is None
-    assert all(block.weight.grad is not None for block in layer.blocks[1:])
+    assert layer.block_rows[0] == 1 and not layer.blocks[0].weight_grad.any()
+    assert all(block.weight_grad.any() for block in layer.blocks[1:])
     wrapped.eval()
     assert torch.equal(wrapped(ids), layer(ids))
 
@@ -190,5 +229,27 @@ def test_fused_lookup_refuses_second_derivatives_instead_of_getting_them_wrong()
     out = layer(torch.arange(12))
     # the tensor-op node raises when its gradient is differentiated, the C++ node as soon as that graph is asked for
     with pytest.raises(RuntimeError, match="once_differentiable|first derivatives only"):
-        (grad,) = torch.autograd.grad(out.pow(2).sum(), layer.blocks[1].weight, create_graph=True)
+        (grad,) = torch.autograd.grad(out.pow(2).sum(), layer.flat_rows, create_graph=True)
         grad.sum().backward()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_flat_parameter_gradients_equal_those_of_separate_tables(sparse):
+    """The layer's two flat parameters get, block by block, the gradients that k separate tables and
+    projections get from the per-block reference lookup (float64: the tensor-op node on either backend)."""
+    from embreg.embeddings.functional import mixed_dimension_lookup_reference
+
+    layer = _layer(sparse=sparse, dtype=torch.float64)
+    ids = torch.tensor([[0, 4, 4, 11], [5, 5, 2, 0]])
+    grad_out = torch.randn(2, 4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    (layer(ids) * grad_out).sum().backward()
+    weights = [b.weight.detach().clone().requires_grad_() for b in layer.blocks]
+    projections = [None if b.projection is None else b.projection.detach().clone().requires_grad_()
+                   for b in layer.blocks]
+    (mixed_dimension_lookup_reference(layer.positions(ids), weights, projections, layer.offsets)
+     * grad_out).sum().backward()
+    assert layer.flat_rows.grad.is_sparse == sparse
+    for block, weight, projection in zip(layer.blocks, weights, projections):
+        torch.testing.assert_close(block.weight_grad, weight.grad)
+        if projection is not None:
+            torch.testing.assert_close(block.projection_grad, projection.grad)

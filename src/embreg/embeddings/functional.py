@@ -8,11 +8,13 @@ of the ``k + 1`` offsets. Each block is then one gather and one matmul, and one 
 the input order.
 
 :func:`mixed_dimension_lookup` does this in one autograd node with a hand-written backward (the routing is
-computed once and reused, no per-block autograd bookkeeping); :func:`mixed_dimension_lookup_reference` is the
-same computation from differentiable torch ops, kept as the reference the fast one is tested against. On the
-CPU with float32 tables, :func:`mixed_dimension_lookup` runs the fused C++ kernel of
-:mod:`embreg.embeddings._kernel` instead (same values and gradients, a fraction of the time), unless
-``EMBREG_MD_KERNEL=off``.
+computed once and reused, no per-block autograd bookkeeping) over k separate tables and projections;
+:func:`flat_mixed_dimension_lookup` is the same node over the two flat parameters a
+:class:`~embreg.embeddings.MixedDimensionEmbedding` stores (so autograd accumulates two gradients, not 2k), and
+on the CPU with float32 parameters it runs the fused C++ kernel of :mod:`embreg.embeddings._kernel` instead
+(same values and gradients, a fraction of the time) unless ``EMBREG_MD_KERNEL=off``.
+:func:`mixed_dimension_lookup_reference` is the same computation from differentiable torch ops, kept as the
+reference the fast ones are tested against.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch.autograd.function import once_differentiable
 
 from embreg.embeddings._kernel import fused_lookup
 
-__all__ = ["mixed_dimension_lookup", "mixed_dimension_lookup_reference"]
+__all__ = ["flat_mixed_dimension_lookup", "mixed_dimension_lookup", "mixed_dimension_lookup_reference", "split_flat"]
 
 
 def _route(flat: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -39,76 +41,187 @@ def _inverse(order: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
 
 
-class _MixedDimensionLookup(torch.autograd.Function):
-    """One autograd node for the whole lookup. Inputs after the flags: k weights, then k projections (or None).
+class _Routing:
+    """What the tensor-op lookup's backward needs from its forward: per block, the distinct rows' local indices
+    and gathered rows (None for identity blocks or a block no id fell in), and each id's distinct row."""
 
-    Forward: the distinct positions of the batch, sorted (``torch.unique``), are grouped by block by a binary
-    search of the offsets; each block gathers and projects its *distinct* rows only (popular rows repeat many
-    times in a batch, and they sit in the blocks with the largest ``d_i``), and one gather expands them back to
-    the batch. Backward: the output gradient is summed per distinct row once (one ``index_add``), then per block
-    ``grad P_i = E_i[u]^T g_u`` and ``grad E_i[u] = g_u P_i^T``; the sparse gradient of a block is therefore
-    already coalesced.
-    """
+    def __init__(self, bounds: list[int], locals_: list, rows: list, inverse: torch.Tensor, num_distinct: int):
+        self.bounds, self.locals, self.rows, self.inverse, self.num_distinct = bounds, locals_, rows, inverse, num_distinct
+
+
+def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor],
+                    projections: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor, _Routing]:
+    """(B, D) vectors of positions ``flat`` (B,): the distinct positions of the batch, sorted (``torch.unique``),
+    are grouped by block by a binary search of the offsets; each block gathers and projects its *distinct* rows
+    only (popular rows repeat many times in a batch, and they sit in the blocks with the largest ``d_i``), and
+    one gather expands them back to the batch."""
+    distinct, inverse = torch.unique(flat, sorted=True, return_inverse=True)
+    bounds = torch.searchsorted(distinct, offsets).tolist()
+    # local row of every distinct position, in three ops for all blocks (not one subtraction per block)
+    local_all = distinct - offsets.index_select(0, torch.searchsorted(offsets, distinct, right=True) - 1)
+    out_distinct = weights[0].new_empty(distinct.numel(), _output_dim(weights, projections))
+    locals_, rows = [], []
+    for i, (weight, projection) in enumerate(zip(weights, projections)):
+        start, stop = bounds[i], bounds[i + 1]
+        if stop == start:
+            locals_.append(None)
+            rows.append(None)
+            continue
+        local = local_all[start:stop]
+        if projection is None:
+            torch.index_select(weight, 0, local, out=out_distinct[start:stop])
+            block_rows = None
+        else:
+            block_rows = weight.index_select(0, local)
+            torch.mm(block_rows, projection, out=out_distinct[start:stop])
+        locals_.append(local)
+        rows.append(block_rows)
+    return out_distinct.index_select(0, inverse), _Routing(bounds, locals_, rows, inverse, distinct.numel())
+
+
+def _lookup_backward(routing: _Routing, grad_out: torch.Tensor, projections: Sequence[torch.Tensor | None],
+                     needs_weights: bool, needs_projections: bool) -> list[tuple | None]:
+    """Per block, ``(local, grad of the distinct rows (U_i, d_i) or None, grad P_i (d_i, D) or None)``, or None
+    for a block no id fell in: the output gradient is summed per distinct row once (one ``index_add``), then
+    ``grad P_i = E_i[u]^T g_u`` and ``grad E_i[u] = g_u P_i^T``."""
+    # index_add_ is many times slower on a strided source (e.g. the expanded gradient of a sum())
+    grad_out = grad_out.contiguous()
+    grad_distinct = grad_out.new_zeros(routing.num_distinct, grad_out.shape[1]).index_add_(0, routing.inverse,
+                                                                                           grad_out)
+    out = []
+    for i, local in enumerate(routing.locals):
+        if local is None:
+            out.append(None)
+            continue
+        grad = grad_distinct[routing.bounds[i]:routing.bounds[i + 1]]
+        grad_projection = None
+        if projections[i] is not None:
+            if needs_projections:
+                grad_projection = routing.rows[i].t().mm(grad)
+            grad = grad.mm(projections[i].t()) if needs_weights else None
+        out.append((local, grad if needs_weights else None, grad_projection))
+    return out
+
+
+class _MixedDimensionLookup(torch.autograd.Function):
+    """One autograd node for the whole lookup over k separate tables. Inputs after the flags: k weights, then k
+    projections (or None). See :func:`_lookup_forward` and :func:`_lookup_backward`; the sparse gradient of a
+    block is already coalesced (its distinct rows are sorted)."""
 
     @staticmethod
     def forward(ctx, flat, offsets, sparse, num_blocks, *tensors):  # noqa: D102 (see mixed_dimension_lookup)
         weights, projections = tensors[:num_blocks], tensors[num_blocks:]
-        distinct, inverse = torch.unique(flat, sorted=True, return_inverse=True)
-        bounds = torch.searchsorted(distinct, offsets).tolist()
-        # local row of every distinct position, in three ops for all blocks (not one subtraction per block)
-        local_all = distinct - offsets.index_select(0, torch.searchsorted(offsets, distinct, right=True) - 1)
-        first = weights[0]
-        out_dim = _output_dim(weights, projections)
-        out_distinct = first.new_empty(distinct.numel(), out_dim)
-        locals_, rows = [], []
-        for i, (weight, projection) in enumerate(zip(weights, projections)):
-            start, stop = bounds[i], bounds[i + 1]
-            if stop == start:
-                locals_.append(None)
-                rows.append(None)
-                continue
-            local = local_all[start:stop]
-            if projection is None:
-                torch.index_select(weight, 0, local, out=out_distinct[start:stop])
-                block_rows = None
-            else:
-                block_rows = weight.index_select(0, local)
-                torch.mm(block_rows, projection, out=out_distinct[start:stop])
-            locals_.append(local)
-            rows.append(block_rows)
-        ctx.bounds, ctx.locals, ctx.rows, ctx.sparse, ctx.num_blocks = bounds, locals_, rows, sparse, num_blocks
-        ctx.shapes = [w.shape for w in weights]
+        out, ctx.routing = _lookup_forward(flat, offsets, weights, projections)
+        ctx.sparse, ctx.num_blocks, ctx.shapes = sparse, num_blocks, [w.shape for w in weights]
         ctx.has_projection = [p is not None for p in projections]
-        ctx.num_distinct = distinct.numel()
-        ctx.save_for_backward(inverse, *_projections_or_empty(projections, first))
-        return out_distinct.index_select(0, inverse)
+        ctx.save_for_backward(*_projections_or_empty(projections, weights[0]))
+        return out
 
     @staticmethod
     @once_differentiable  # a second derivative through this node raises instead of coming out wrong
     def backward(ctx, grad_out):  # noqa: D102
-        inverse, *saved = ctx.saved_tensors
         k = ctx.num_blocks
-        # index_add_ is many times slower on a strided source (e.g. the expanded gradient of a sum())
-        grad_out = grad_out.contiguous()
-        grad_distinct = grad_out.new_zeros(ctx.num_distinct, grad_out.shape[1]).index_add_(0, inverse, grad_out)
+        projections = [p if has else None for p, has in zip(ctx.saved_tensors, ctx.has_projection)]
+        parts = _lookup_backward(ctx.routing, grad_out, projections, any(ctx.needs_input_grad[4:4 + k]),
+                                 any(ctx.needs_input_grad[4 + k:]))
         grad_weights, grad_projections = [None] * k, [None] * k
-        for i in range(k):
-            local = ctx.locals[i]
-            if local is None:  # no id of the batch falls in this block: no gradient, as if it were not used
+        for i, part in enumerate(parts):
+            if part is None:  # no id of the batch falls in this block: no gradient, as if it were not used
                 continue
-            needs_weight, needs_projection = ctx.needs_input_grad[4 + i], ctx.needs_input_grad[4 + k + i]
-            grad = grad_distinct[ctx.bounds[i]:ctx.bounds[i + 1]]
-            if ctx.has_projection[i]:
-                if needs_projection:
-                    grad_projections[i] = ctx.rows[i].t().mm(grad)
-                grad = grad.mm(saved[i].t()) if needs_weight else None
-            if needs_weight:
-                if ctx.sparse:
-                    grad_weights[i] = torch.sparse_coo_tensor(local.unsqueeze(0), grad, ctx.shapes[i],
-                                                              is_coalesced=True, check_invariants=False)
-                else:
-                    grad_weights[i] = grad.new_zeros(ctx.shapes[i]).index_copy_(0, local, grad)
+            local, grad, grad_projections[i] = part
+            if grad is None:
+                continue
+            if ctx.sparse:
+                grad_weights[i] = torch.sparse_coo_tensor(local.unsqueeze(0), grad, ctx.shapes[i],
+                                                          is_coalesced=True, check_invariants=False)
+            else:
+                grad_weights[i] = grad.new_zeros(ctx.shapes[i]).index_copy_(0, local, grad)
         return (None, None, None, None, *grad_weights, *grad_projections)
+
+
+class _FlatMixedDimensionLookup(torch.autograd.Function):
+    """The same node over the two flat parameters of :class:`~embreg.embeddings.MixedDimensionEmbedding` (every
+    block's rows, one after the other; every non-identity block's projection, one after the other), so autograd
+    accumulates two gradients instead of 2k. The flat rows' sparse gradient has one entry per value of a
+    distinct row, in increasing order (coalesced)."""
+
+    @staticmethod
+    def forward(ctx, flat, offsets, sparse, layout, flat_rows, flat_projections):  # noqa: D102
+        weights, projections = split_flat(flat_rows, flat_projections, *layout)
+        out, ctx.routing = _lookup_forward(flat, offsets, weights, projections)
+        ctx.sparse, ctx.layout = sparse, layout
+        ctx.save_for_backward(flat_projections)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):  # noqa: D102
+        (flat_projections,) = ctx.saved_tensors
+        block_rows, block_dims, base_dim = ctx.layout
+        _, projections = split_flat(None, flat_projections, *ctx.layout)
+        needs_rows, needs_projections = ctx.needs_input_grad[4], ctx.needs_input_grad[5]
+        parts = _lookup_backward(ctx.routing, grad_out, projections, needs_rows, needs_projections)
+        row_starts = _starts([n * d for n, d in zip(block_rows, block_dims)])
+        projection_starts = _starts([d * base_dim if d != base_dim else 0 for d in block_dims])
+        grad_rows = grad_projections = None
+        if needs_projections and flat_projections.numel() > 0:  # as the kernel: no gradient for no projections
+            grad_projections = grad_out.new_zeros(flat_projections.shape)
+        if needs_rows and not ctx.sparse:
+            grad_rows = grad_out.new_zeros(row_starts[-1])
+        indices, values = [], []
+        for i, part in enumerate(parts):
+            if part is None:
+                continue
+            local, grad, grad_projection = part
+            d = block_dims[i]
+            if grad_projection is not None:
+                grad_projections[projection_starts[i]:projection_starts[i + 1]].view(d, base_dim).copy_(grad_projection)
+            if grad is None:
+                continue
+            if ctx.sparse:
+                columns = torch.arange(d, device=local.device)
+                indices.append((row_starts[i] + local.unsqueeze(1) * d + columns).reshape(-1))
+                values.append(grad.reshape(-1))
+            else:
+                grad_rows[row_starts[i]:row_starts[i + 1]].view(block_rows[i], d).index_copy_(0, local, grad)
+        if needs_rows and ctx.sparse:
+            grad_rows = torch.sparse_coo_tensor(torch.cat(indices).unsqueeze(0), torch.cat(values), (row_starts[-1],),
+                                                is_coalesced=True, check_invariants=False)
+        return None, None, None, None, grad_rows, grad_projections
+
+
+def _starts(sizes: Sequence[int]) -> list[int]:
+    """[0, s_0, s_0 + s_1, ...]: where each of consecutive parts of these sizes starts (and the total)."""
+    starts = [0]
+    for size in sizes:
+        starts.append(starts[-1] + size)
+    return starts
+
+
+def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | None, block_rows: Sequence[int],
+               block_dims: Sequence[int], base_dim: int) -> tuple[list, list]:
+    """Views of flat parameters as k tables ``E_i`` (n_i, d_i) and k projections ``P_i`` (d_i, D) or None.
+
+    ``flat_rows`` holds ``E_0, E_1, ...`` row-major one after the other; ``flat_projections`` the ``P_i`` of the
+    blocks with ``d_i != D``, in block order. ``flat_rows=None`` gives no tables (an empty list).
+
+    Example:
+        >>> weights, projections = split_flat(torch.arange(10.0), torch.zeros(8), [2, 3], [2, 2], 4)
+        >>> [tuple(w.shape) for w in weights], [tuple(p.shape) for p in projections]
+        ([(2, 2), (3, 2)], [(2, 4), (2, 4)])
+    """
+    weights, projections = [], []
+    row, projection = 0, 0
+    for n, d in zip(block_rows, block_dims):
+        if flat_rows is not None:
+            weights.append(flat_rows[row:row + n * d].view(n, d))
+        row += n * d
+        if d == base_dim:
+            projections.append(None)
+        else:
+            projections.append(flat_projections[projection:projection + d * base_dim].view(d, base_dim))
+            projection += d * base_dim
+    return weights, projections
 
 
 def _output_dim(weights: Sequence[torch.Tensor], projections: Sequence[torch.Tensor | None]) -> int:
@@ -141,9 +254,7 @@ def mixed_dimension_lookup(
 
     Returns:
         (..., D) vectors. Differentiable in every ``E_i`` and ``P_i`` (first order: a second derivative raises;
-        use :func:`mixed_dimension_lookup_reference` where second derivatives are needed). On the CPU with
-        float32 tables the fused kernel computes it (see :mod:`embreg.embeddings._kernel`); it range-checks
-        the positions and raises ``RuntimeError`` naming the first one outside ``[0, offsets[-1])``.
+        use :func:`mixed_dimension_lookup_reference` where second derivatives are needed).
 
     Example:
         >>> E = [torch.ones(2, 4), torch.ones(3, 2)]
@@ -159,12 +270,54 @@ def mixed_dimension_lookup(
         vectors = F.embedding(flat, weights[0], sparse=sparse)
         vectors = vectors if projections[0] is None else vectors @ projections[0]
         return vectors.reshape(*positions.shape, out_dim)
-    if positions.device.type == "cpu":
-        out = fused_lookup(positions, None, weights, projections, offsets, sparse=sparse)
-        if out is not None:
-            return out
     out = _MixedDimensionLookup.apply(flat, offsets, sparse, len(weights), *weights, *projections)
     return out.reshape(*positions.shape, out_dim)
+
+
+def flat_mixed_dimension_lookup(
+    positions: torch.Tensor,
+    flat_rows: torch.Tensor,
+    flat_projections: torch.Tensor,
+    block_rows: Sequence[int],
+    block_dims: Sequence[int],
+    offsets: torch.Tensor,
+    base_dim: int,
+    *,
+    sparse: bool = False,
+) -> torch.Tensor:
+    """:func:`mixed_dimension_lookup` over flat parameters (the storage of
+    :class:`~embreg.embeddings.MixedDimensionEmbedding`; see :func:`split_flat`), in one autograd node.
+
+    Args:
+        positions: (...) int64 row positions in the blocked order, each in ``[0, offsets[-1])``.
+        flat_rows: (sum_i n_i d_i,) every block's rows ``E_i``, row-major, one after the other.
+        flat_projections: (sum_{d_i != D} d_i D,) the projections ``P_i`` of the non-identity blocks, in order.
+        block_rows, block_dims: n_i and d_i per block; base_dim: D.
+        offsets: (k + 1,) int64 block start positions.
+        sparse: a sparse gradient for ``flat_rows`` (one entry per value of each distinct row of the batch);
+            ``flat_projections`` always gets a dense one.
+
+    Returns:
+        (..., D) vectors, differentiable (first order) in both flat parameters. On the CPU with float32
+        parameters the fused kernel computes it (see :mod:`embreg.embeddings._kernel`); it range-checks the
+        positions and raises ``RuntimeError`` naming the first one outside ``[0, offsets[-1])``.
+
+    Example:
+        >>> flat_rows, flat_projections = torch.ones(10), torch.full((4,), 0.5)   # E_0 (2, 2), E_1 (3, 1), P_1 (1, 2)
+        >>> out = flat_mixed_dimension_lookup(torch.tensor([0, 4]), flat_rows, flat_projections, [2, 3], [2, 1],
+        ...                                   torch.tensor([0, 2, 5]), 2)
+        >>> out.tolist()
+        [[1.0, 1.0], [0.5, 0.5]]
+    """
+    if positions.numel() == 0:
+        return flat_rows.new_zeros(*positions.shape, base_dim)
+    if positions.device.type == "cpu":
+        out = fused_lookup(positions, None, offsets, flat_rows, flat_projections, block_dims, base_dim, sparse=sparse)
+        if out is not None:
+            return out
+    layout = (tuple(block_rows), tuple(block_dims), base_dim)
+    out = _FlatMixedDimensionLookup.apply(positions.reshape(-1), offsets, sparse, layout, flat_rows, flat_projections)
+    return out.reshape(*positions.shape, base_dim)
 
 
 def mixed_dimension_lookup_reference(

@@ -2,7 +2,8 @@
 
 mixed-dimension-embeddings.txt, Sec. III and Fig. 1: the layer holds ``k`` blocks ``E_i`` (n_i x d_i) and
 projections ``P_i`` (d_i x d_bar); the row at position ``x`` of block ``i`` is ``E_i[x - t_i] @ P_i``. Blocks
-with ``d_i == d_bar`` have no projection (identity). An optional index map sends the caller's ids to positions
+with ``d_i == d_bar`` have no projection (identity). All ``E_i`` live in one flat parameter and all ``P_i`` in
+another. An optional index map sends the caller's ids to positions
 in the blocked order (the permutation of Alg. 3), so callers keep their own ids.
 """
 
@@ -16,64 +17,77 @@ from torch import nn
 from embreg.embeddings._checks import ID_DTYPES, check_ids, check_int, check_sizes
 from embreg.embeddings._kernel import fused_lookup
 from embreg.embeddings.blocking import Blocking
-from embreg.embeddings.functional import mixed_dimension_lookup
+from embreg.embeddings.functional import flat_mixed_dimension_lookup, split_flat
 from embreg.embeddings.sizing import md_parameter_count
 from embreg.errors import EmbregError
 
 __all__ = ["EmbeddingBlock", "MixedDimensionEmbedding"]
 
 
-class EmbeddingBlock(nn.Module):
-    """One block: a table ``weight`` (n_i, d_i) and a projection (d_i, D), or no projection when d_i == D.
+class EmbeddingBlock:
+    """Block ``i`` of a :class:`MixedDimensionEmbedding`: its table ``E_i`` and projection ``P_i`` as views of the
+    layer's flat parameters (writes through them change the layer), and their gradients.
 
-    The rows start as N(0, init_std^2). The projection starts as N(0, 1 / d_i), so a projected row has the
-    same expected squared norm per coordinate as an unprojected one (a variance-preserving choice, in place of
-    the paper's Xavier initialisation, that lets blocks of any dimension start at the scale of a uniform table).
-
-    Args:
-        num_rows: n_i.
-        dim: d_i.
-        base_dim: D.
-        init_std: standard deviation of the rows at initialisation.
+    Attributes:
+        weight: (n_i, d_i) view of ``layer.flat_rows``.
+        projection: (d_i, D) view of ``layer.flat_projections``, or None (identity block, d_i == D).
 
     Example:
-        >>> EmbeddingBlock(10, 4, 8).projection.shape
-        torch.Size([4, 8])
-        >>> EmbeddingBlock(10, 8, 8).projection is None
-        True
+        >>> layer = MixedDimensionEmbedding([2, 3], [4, 2], base_dim=4)
+        >>> [tuple(b.weight.shape) for b in layer.blocks], layer.blocks[0].projection is None
+        ([(2, 4), (3, 2)], True)
     """
 
-    def __init__(self, num_rows: int, dim: int, base_dim: int, *, init_std: float = 1.0,
-                 dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        if dim > base_dim:
-            raise EmbregError(f"block dim={dim} is outside the valid range [1, base_dim={base_dim}]")
-        self.init_std = float(init_std)
-        self.weight = nn.Parameter(torch.empty(num_rows, dim, dtype=dtype, device=device))
-        if dim == base_dim:
-            self.register_parameter("projection", None)
-        else:
-            self.projection = nn.Parameter(torch.empty(dim, base_dim, dtype=dtype, device=device))
-        self.reset_parameters()
+    def __init__(self, layer: MixedDimensionEmbedding, index: int, weight: torch.Tensor,
+                 projection: torch.Tensor | None) -> None:
+        self.layer, self.index, self.weight, self.projection = layer, index, weight, projection
 
-    def reset_parameters(self) -> None:
-        nn.init.normal_(self.weight, std=self.init_std)
-        if self.projection is not None:
-            nn.init.normal_(self.projection, std=self.projection.shape[0] ** -0.5)
+    @property
+    def weight_grad(self) -> torch.Tensor | None:
+        """The dense (n_i, d_i) gradient of ``E_i`` from ``layer.flat_rows.grad`` (None before a backward)."""
+        grad = self.layer.flat_rows.grad
+        if grad is None:
+            return None
+        weights, _ = split_flat(grad.to_dense() if grad.is_sparse else grad, self.layer.flat_projections,
+                                *self.layer.layout)
+        return weights[self.index]
 
-    def extra_repr(self) -> str:
+    @property
+    def projection_grad(self) -> torch.Tensor | None:
+        """The (d_i, D) gradient of ``P_i`` (None for an identity block or before a backward)."""
+        if self.projection is None:
+            return None
+        grad = self.layer.flat_projections.grad
+        if grad is None:
+            return None
+        return split_flat(None, grad, *self.layer.layout)[1][self.index]
+
+    def __repr__(self) -> str:
         rows, dim = self.weight.shape
-        out = dim if self.projection is None else self.projection.shape[1]
-        return f"{rows}, {dim}" + (" (identity)" if self.projection is None else f" -> {out}")
+        tail = " (identity)" if self.projection is None else f" -> {self.projection.shape[1]}"
+        return f"EmbeddingBlock({rows}, {dim}{tail})"
 
 
 class MixedDimensionEmbedding(nn.Module):
     """Embedding with ``k`` blocks of rows at dimensions ``d_i``, each projected to the base dimension D.
 
     Same call as ``nn.Embedding``: ``forward(ids (...)) -> (..., D)``. The forward pass is Alg. 2 of
-    mixed-dimension-embeddings.txt (vectorised, see :func:`embreg.embeddings.functional.mixed_dimension_lookup`);
-    it is differentiable in every ``E_i`` and ``P_i``. With ``sparse=True`` the block tables get sparse
-    gradients (use ``torch.optim.SparseAdam`` or SGD for them) and projections dense ones.
+    mixed-dimension-embeddings.txt (vectorised, see :func:`embreg.embeddings.functional.flat_mixed_dimension_lookup`);
+    it is differentiable in every ``E_i`` and ``P_i``.
+
+    Storage: two parameters, ``flat_rows`` (every block's rows ``E_i``, row-major, one after the other) and
+    ``flat_projections`` (the ``P_i`` of the blocks with ``d_i != D``, in block order; None when every
+    ``d_i == D``), so autograd and the
+    optimizer handle two tensors instead of 2k (a step's fixed cost). ``layer.blocks[i].weight`` /
+    ``.projection`` are views of them; ``.weight_grad`` / ``.projection_grad`` their gradients. Checkpoints
+    written with one parameter per block (``blocks.{i}.weight``, ``blocks.{i}.projection``) still load.
+
+    With ``sparse=True``, ``flat_rows`` gets a sparse gradient (one entry per value of each distinct row of the
+    batch; use ``torch.optim.SparseAdam`` or SGD for it) and ``flat_projections`` a dense one.
+
+    Rows start as N(0, init_std^2). Projections start as N(0, 1 / d_i), so a projected row has the same
+    expected squared norm per coordinate as an unprojected one (a variance-preserving choice, in place of the
+    paper's Xavier initialisation, that lets blocks of any dimension start at the scale of a uniform table).
 
     Args:
         block_rows: n_i per block, in blocked order.
@@ -81,7 +95,7 @@ class MixedDimensionEmbedding(nn.Module):
         base_dim: D, the output dimension.
         index_map: (N,) position in the blocked order of each caller id (``Blocking.index_map()``); ``None``
             when the caller's ids already are positions. Stored as a buffer (int32 when it fits).
-        sparse: sparse gradients for the block tables.
+        sparse: a sparse gradient for the rows.
         init_std: standard deviation of the rows at initialisation (1.0, as ``nn.Embedding``).
 
     Shapes:
@@ -93,6 +107,8 @@ class MixedDimensionEmbedding(nn.Module):
         torch.Size([2, 2, 16])
         >>> emb.num_parameters, emb.uniform_num_parameters
         (584, 1600)
+        >>> tuple(emb.flat_rows.shape), tuple(emb.flat_projections.shape)
+        ((520,), (64,))
     """
 
     def __init__(
@@ -121,8 +137,13 @@ class MixedDimensionEmbedding(nn.Module):
         self.sparse = bool(sparse)
         self.block_rows = rows
         self.block_dims = dims
-        self.blocks = nn.ModuleList(
-            EmbeddingBlock(n, d, base_dim, init_std=init_std, dtype=dtype, device=device) for n, d in zip(rows, dims))
+        self.init_std = float(init_std)
+        num_projection = sum(d * base_dim for d in dims if d != base_dim)
+        self.flat_rows = nn.Parameter(torch.empty(sum(n * d for n, d in zip(rows, dims)), dtype=dtype, device=device))
+        if num_projection:
+            self.flat_projections = nn.Parameter(torch.empty(num_projection, dtype=dtype, device=device))
+        else:  # every block at d_i == D: no projections, like nn.Linear(bias=False)
+            self.register_parameter("flat_projections", None)
         offsets = torch.tensor([0, *torch.tensor(rows).cumsum(0).tolist()], dtype=torch.int64, device=device)
         self.register_buffer("offsets", offsets, persistent=False)
         if index_map is not None:
@@ -134,6 +155,7 @@ class MixedDimensionEmbedding(nn.Module):
             small = self.num_embeddings < 2 ** 31
             index_map = index_map.to(torch.int32 if small else torch.int64).to(device)
         self.register_buffer("index_map", index_map)
+        self.reset_parameters()
 
     @classmethod
     def from_blocking(cls, blocking: Blocking, dims: Sequence[int], base_dim: int, **kwargs) -> MixedDimensionEmbedding:
@@ -147,10 +169,29 @@ class MixedDimensionEmbedding(nn.Module):
         """
         return cls(blocking.rows, dims, base_dim, index_map=blocking.index_map(), **kwargs)
 
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Rows N(0, init_std^2), projections N(0, 1 / d_i), block by block (rows, then projection)."""
+        for block in self.blocks:
+            nn.init.normal_(block.weight, std=self.init_std)
+            if block.projection is not None:
+                nn.init.normal_(block.projection, std=block.projection.shape[0] ** -0.5)
+
+    @property
+    def layout(self) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """(n_i per block, d_i per block, D): how the flat parameters split into blocks."""
+        return self.block_rows, self.block_dims, self.embedding_dim
+
+    @property
+    def blocks(self) -> tuple[EmbeddingBlock, ...]:
+        """The k blocks, as views of the flat parameters (made anew on each access)."""
+        weights, projections = split_flat(self.flat_rows, self.flat_projections, *self.layout)
+        return tuple(EmbeddingBlock(self, i, w, p) for i, (w, p) in enumerate(zip(weights, projections)))
+
     @property
     def num_blocks(self) -> int:
         """k."""
-        return len(self.blocks)
+        return len(self.block_rows)
 
     @property
     def num_parameters(self) -> int:
@@ -172,25 +213,57 @@ class MixedDimensionEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Vectors ``(..., D)`` of the caller ids ``(...)``."""
-        weights = [block.weight for block in self.blocks]
-        projections = [block.projection for block in self.blocks]
-        if (self.num_blocks > 1 and isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.numel() > 0
-                and ids.device.type == "cpu"):
+        projections = self.flat_projections
+        if projections is None:
+            projections = self.flat_rows.new_empty(0)
+        if isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.numel() > 0 and ids.device.type == "cpu":
             # the fused kernel maps and range-checks the ids itself; a rejected id gets the library's error
             try:
-                out = fused_lookup(ids, self.index_map, weights, projections, self.offsets, sparse=self.sparse)
+                out = fused_lookup(ids, self.index_map, self.offsets, self.flat_rows, projections, self.block_dims,
+                                   self.embedding_dim, sparse=self.sparse)
             except RuntimeError:
                 check_ids(ids, self.num_embeddings)
                 raise
             if out is not None:
                 return out
-        return mixed_dimension_lookup(self.positions(ids), weights, projections, self.offsets, sparse=self.sparse)
+        return flat_mixed_dimension_lookup(self.positions(ids), self.flat_rows, projections, self.block_rows,
+                                           self.block_dims, self.offsets, self.embedding_dim, sparse=self.sparse)
 
     @torch.no_grad()
     def materialize(self) -> torch.Tensor:
         """The full (N, D) table ``E_i @ P_i`` in caller id order (for inspection or export; memory N x D)."""
         return self(torch.arange(self.num_embeddings, device=self.offsets.device))
 
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
+        """Loads the two flat parameters, or builds them from a checkpoint with one parameter per block."""
+        if prefix + "flat_rows" not in state_dict and prefix + "blocks.0.weight" in state_dict:
+            _upgrade_per_block_state(state_dict, prefix, self.layout)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def extra_repr(self) -> str:
         return (f"{self.num_embeddings}, {self.embedding_dim}, blocks={self.num_blocks}, dims={list(self.block_dims)}"
                 + (", sparse=True" if self.sparse else ""))
+
+
+def _upgrade_per_block_state(state_dict: dict, prefix: str, layout: tuple) -> None:
+    """Replaces the keys ``blocks.{i}.weight`` / ``blocks.{i}.projection`` of a per-block checkpoint (embreg
+    before the flat storage) by ``flat_rows`` / ``flat_projections``, in place; a shape that does not fit the
+    layer raises, naming the key."""
+    block_rows, block_dims, base_dim = layout
+    rows, projections = [], []
+    for i, (n, d) in enumerate(zip(block_rows, block_dims)):
+        expected = {"weight": (n, d), "projection": (d, base_dim) if d != base_dim else None}
+        for name, shape in expected.items():
+            key = f"{prefix}blocks.{i}.{name}"
+            tensor = state_dict.pop(key, None)
+            if shape is None:
+                if tensor is not None:
+                    raise EmbregError(f"checkpoint key {key!r}: block {i} has d_i = D = {base_dim}, so no projection")
+                continue
+            if tensor is None or tuple(tensor.shape) != shape:
+                found = "missing" if tensor is None else f"shape {tuple(tensor.shape)}"
+                raise EmbregError(f"checkpoint key {key!r} is {found}; this layer needs shape {shape}")
+            (rows if name == "weight" else projections).append(tensor.reshape(-1))
+    state_dict[prefix + "flat_rows"] = torch.cat(rows)
+    if projections:
+        state_dict[prefix + "flat_projections"] = torch.cat(projections)

@@ -2,7 +2,10 @@
 //
 // Paper: mixed-dimension-embeddings.txt, Sec. III (the block-factored table E_i P_i) and Appendix, Alg. 2 (the
 // lookup). The same computation as embreg/embeddings/functional.py (_MixedDimensionLookup), as one C++ autograd
-// node (no Python runs in the step's forward or backward), in two parts:
+// node (no Python runs in the step's forward or backward) over the layer's two flat parameters: every block's
+// rows E_i, one after the other, and every non-identity block's projection P_i, one after the other. Two
+// parameters instead of 2k keep autograd's fixed cost per parameter (an accumulation node, a sparse tensor
+// each) off the step. In two parts:
 //
 //   forward:  one pass over the ids maps each through the optional index map (range-checked, the map's reads
 //             prefetched ahead), finds the distinct positions of the batch (open-addressing hash, in order of
@@ -11,10 +14,10 @@
 //             buffer (prefetched ahead of the cache misses), each distinct row is projected once
 //             (x_u = E_i[u] P_i) into the output row of its first occurrence and copied to the others.
 //   backward: per block, each distinct row's gradient G_u (the sum of g_j over its occurrences) is summed as it
-//             is used, then grad E_i[u] = G_u P_i^T and grad P_i += E_i[u]^T G_u, and the row gradients are
-//             returned as one sparse COO tensor per block (indices distinct, in first-appearance order, so not
-//             marked coalesced) or scattered into a dense zero table. First derivatives only: a backward that
-//             would itself be differentiated (create_graph=True) raises.
+//             is used, then grad E_i[u] = G_u P_i^T and grad P_i += E_i[u]^T G_u; the row gradients come back
+//             as one sparse COO tensor over the flat rows (one entry per value of a distinct row; indices
+//             distinct, not sorted, so not marked coalesced) or scattered into a dense zero vector. First
+//             derivatives only: a backward that would itself be differentiated (create_graph=True) raises.
 //
 // Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
 // (the rare rows' cache misses) and the fixed cost per call, not by arithmetic.
@@ -32,8 +35,6 @@
 namespace {
 
 constexpr int64_t kPrefetchAhead = 16;  // how far ahead the map reads and row gathers are prefetched
-
-bool is_identity(const at::Tensor& projection) { return !projection.defined() || projection.numel() == 0; }
 
 // The block holding position p: offsets[b] <= p < offsets[b + 1] (k is small, a linear scan is fastest).
 inline int64_t block_of(const int64_t* offsets, int64_t k, int64_t p) {
@@ -232,19 +233,55 @@ bool with_fixed_width(int64_t width, Body&& body) {
 
 }  // namespace
 
-// ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; weights k x (n_i, d_i) float32;
-// projections k x (d_i, D) float32 or empty (identity). Returns out (B, D); the occurrence lists of the U distinct
-// rows (grouped by block), occurrence_start (U + 1) int32 and occurrences (B) int32 (the ids of distinct row v are
+// One block of the flat parameters: its rows E_i (n_i x d_i, row-major) are the elements row_start ...
+// row_start + n_i d_i - 1 of the flat rows; its projection P_i (d_i x D, row-major) starts at element
+// projection_start of the flat projections, or it has none (identity: d_i == D, projection_start == -1).
+struct Block {
+  int64_t rows, dim, row_start, projection_start;
+  bool identity() const { return projection_start < 0; }
+};
+
+// The blocks of a layer whose block boundaries are `offsets` (k + 1 positions) at dims d_i and output width D,
+// checking that the flat parameters hold exactly sum_i n_i d_i and sum_{d_i != D} d_i D values.
+std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<int64_t>& dims, int64_t D,
+                                int64_t row_numel, int64_t projection_numel) {
+  const int64_t k = static_cast<int64_t>(dims.size());
+  TORCH_CHECK(k >= 1 && offsets_t.numel() == k + 1 && offsets_t.scalar_type() == at::kLong,
+              "embreg md kernel: offsets must be k + 1 = ", k + 1, " int64 positions");
+  const int64_t* offsets = offsets_t.data_ptr<int64_t>();
+  std::vector<Block> blocks;
+  blocks.reserve(k);
+  int64_t row_start = 0, projection_start = 0;
+  for (int64_t b = 0; b < k; ++b) {
+    const int64_t n = offsets[b + 1] - offsets[b], d = dims[b];
+    TORCH_CHECK(d >= 1 && d <= D, "embreg md kernel: block ", b, " has dim ", d, "; valid range is [1, ", D, "]");
+    blocks.push_back(Block{n, d, row_start, d == D ? -1 : projection_start});
+    row_start += n * d;
+    if (d != D) projection_start += d * D;
+  }
+  TORCH_CHECK(row_start == row_numel, "embreg md kernel: the flat rows hold ", row_numel, " values; the blocks need ",
+              row_start);
+  TORCH_CHECK(projection_start == projection_numel, "embreg md kernel: the flat projections hold ", projection_numel,
+              " values; the blocks need ", projection_start);
+  return blocks;
+}
+
+// ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; the blocks' layout in the flat rows
+// `E` and flat projections `P` (float32). Returns out (B, D), allocated as out_shape (the ids' shape, then D); the occurrence lists of the U distinct rows (grouped
+// by block), occurrence_start (U + 1) int32 and occurrences (B) int32 (the ids of distinct row v are
 // occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order); local (U) int64 (each distinct row's
 // row within its block); bounds (k + 1) int64 (block i's distinct rows are [bounds[i], bounds[i + 1])); and rows
 // (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for the backward).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
-                                   const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections,
-                                   int64_t out_dim) {
+                                   const std::vector<Block>& blocks, const at::Tensor& flat_rows,
+                                   const at::Tensor& flat_projections, int64_t out_dim,
+                                   const std::vector<int64_t>& out_shape) {
   const int64_t n = ids.numel();
-  const int64_t k = static_cast<int64_t>(weights.size());
+  const int64_t k = static_cast<int64_t>(blocks.size());
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
   const int64_t num_rows = offsets[k];
+  const float* E_all = flat_rows.data_ptr<float>();
+  const float* P_all = flat_projections.numel() > 0 ? flat_projections.data_ptr<float>() : nullptr;
   TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
   TORCH_CHECK(num_rows < std::numeric_limits<int32_t>::max(),
               "embreg md kernel: tables of 2^31 rows or more are not supported");
@@ -321,12 +358,12 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
 
   // gather the distinct rows of every block into one packed buffer
   std::vector<int64_t> row_start(k + 1, 0);
-  for (int64_t b = 0; b < k; ++b) row_start[b + 1] = row_start[b] + (bounds[b + 1] - bounds[b]) * weights[b].size(1);
-  auto rows_t = at::empty({row_start[k]}, weights[0].options());
+  for (int64_t b = 0; b < k; ++b) row_start[b + 1] = row_start[b] + (bounds[b + 1] - bounds[b]) * blocks[b].dim;
+  auto rows_t = at::empty({row_start[k]}, flat_rows.options());
   float* rows = rows_t.data_ptr<float>();
   for (int64_t b = 0; b < k; ++b) {
-    const int64_t d = weights[b].size(1), start = bounds[b], stop = bounds[b + 1];
-    const float* E = weights[b].data_ptr<float>();
+    const int64_t d = blocks[b].dim, start = bounds[b], stop = bounds[b + 1];
+    const float* E = E_all + blocks[b].row_start;
     float* dst = rows + row_start[b];
     for (int64_t v = start; v < stop; ++v) {
       if (v + kPrefetchAhead < stop) __builtin_prefetch(E + local[v + kPrefetchAhead] * d);
@@ -336,17 +373,16 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
 
   // project each distinct row once, into the output row of its first occurrence; copy it to the others
   const int64_t D = out_dim;
-  auto out_t = at::empty({n, D}, weights[0].options());
+  auto out_t = at::empty(out_shape, flat_rows.options());  // (..., D): the ids' shape, so the caller needs no view
   float* out = out_t.data_ptr<float>();
   for (int64_t b = 0; b < k; ++b) {
-    const int64_t d = weights[b].size(1);
-    const bool identity = is_identity(projections[b]);
-    const float* P = identity ? nullptr : projections[b].data_ptr<float>();
+    const int64_t d = blocks[b].dim;
+    const float* P = blocks[b].identity() ? nullptr : P_all + blocks[b].projection_start;
     const float* src = rows + row_start[b];
     for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
       float* o = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
       const float* e = src + (v - bounds[b]) * d;
-      if (identity) {
+      if (P == nullptr) {
         std::memcpy(o, e, D * sizeof(float));
       } else if (!with_fixed_width(D, [&](auto W) { project_row_fixed<W()>(e, P, d, o); })) {
         project_row(e, P, d, D, o);
@@ -365,88 +401,113 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   return {out_t, start_t, occurrences_t, local_t, bounds_t, rows_t};
 }
 
-// grad_out (B, D) float32, any strides, the forward's occurrence lists, local, bounds and rows, the blocks' shapes
-// (n_i and d_i) and projections (the tables' values are not needed: the gathered rows are). Returns k weight
-// gradients (sparse COO (n_i, d_i) when `sparse`, else dense (n_i, d_i)) then k projection gradients (d_i, D)
-// (undefined, i.e. None, for identity blocks). A block no id fell in gets no gradients at all (None).
+// grad_out (B, D) float32, any strides, the forward's occurrence lists, local, bounds and rows, the blocks' layout
+// and the flat projections (the tables' values are not needed: the gathered rows are). Returns the gradient of
+// the flat rows (sparse COO (row_numel) with one entry per value of a distinct row, when `sparse`; else dense)
+// and of the flat projections (dense; zero for blocks no id fell in; undefined when there are none).
 std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& start_t,
                                     const at::Tensor& occurrences_t, const at::Tensor& local_t,
                                     const at::Tensor& bounds_t, const at::Tensor& rows_t,
-                                    const std::vector<int64_t>& block_rows, const std::vector<int64_t>& block_dims,
-                                    const std::vector<at::Tensor>& projections, bool sparse) {
+                                    const std::vector<Block>& blocks, const at::Tensor& flat_projections,
+                                    int64_t row_numel, bool sparse) {
   const int64_t D = grad_out.size(1);
-  const int64_t k = static_cast<int64_t>(block_dims.size());
+  const int64_t k = static_cast<int64_t>(blocks.size());
   const int64_t* bounds = bounds_t.data_ptr<int64_t>();
   const int64_t* local = local_t.data_ptr<int64_t>();
   const SummedGradient summed{grad_out.data_ptr<float>(), grad_out.stride(0), grad_out.stride(1), D,
                               start_t.data_ptr<int32_t>(), occurrences_t.data_ptr<int32_t>()};
-  auto summed_block = [&](int64_t start, int64_t count) {  // G for rows start ... start + count - 1
-    at::Tensor block = at::empty({count, D}, grad_out.options());
-    float* ptr = block.data_ptr<float>();
-    for (int64_t v = 0; v < count; ++v) summed.row(start + v, ptr + v * D);
-    return block;
-  };
-
-  std::vector<at::Tensor> grads(2 * k);
+  const auto options = grad_out.options();
+  // the row gradients' values, packed as the gathered rows are (block by block, U_i x d_i each)
+  at::Tensor values = at::empty({rows_t.numel()}, options);
+  at::Tensor grad_projections = at::zeros({flat_projections.numel()}, options);
+  const float* gathered = rows_t.data_ptr<float>();
+  float* value_ptr = values.data_ptr<float>();
   int64_t row_offset = 0;
   for (int64_t b = 0; b < k; ++b) {
-    const int64_t start = bounds[b], count = bounds[b + 1] - start, d = block_dims[b];
-    if (count == 0) continue;  // no id fell in this block: no gradient, as if the block were not used
-    at::Tensor values;
-    if (is_identity(projections[b])) {
-      values = summed_block(start, count);
+    const int64_t start = bounds[b], count = bounds[b + 1] - start, d = blocks[b].dim;
+    if (count == 0) continue;  // no id fell in this block: its gradients stay zero
+    float* grad_rows = value_ptr + row_offset;
+    if (blocks[b].identity()) {
+      for (int64_t v = 0; v < count; ++v) summed.row(start + v, grad_rows + v * D);
     } else {
-      at::Tensor gathered = rows_t.narrow(0, row_offset, count * d).view({count, d});
-      at::Tensor grad_rows = at::empty({count, d}, grad_out.options());
-      at::Tensor grad_projection = at::zeros({d, D}, grad_out.options());
+      const int64_t p0 = blocks[b].projection_start;
+      const float* P = flat_projections.data_ptr<float>() + p0;
+      float* grad_projection = grad_projections.data_ptr<float>() + p0;
       const bool fixed = with_fixed_width(D, [&](auto W) {
         const auto run = d <= kSmallDim ? &block_backward_small<W()> : &block_backward_fixed<W()>;
-        run(summed, start, gathered.data_ptr<float>(), projections[b].data_ptr<float>(), count, d,
-            grad_rows.data_ptr<float>(), grad_projection.data_ptr<float>());
+        run(summed, start, gathered + row_offset, P, count, d, grad_rows, grad_projection);
       });
-      if (!fixed) {  // other widths: two matrix products
-        const at::Tensor block_grad = summed_block(start, count);
-        at::mm_out(grad_rows, block_grad, projections[b].t());
-        at::mm_out(grad_projection, gathered.t(), block_grad);
+      if (!fixed) {  // other widths: two matrix products over the block's summed gradient G (count x D)
+        at::Tensor G = at::empty({count, D}, options);
+        for (int64_t v = 0; v < count; ++v) summed.row(start + v, G.data_ptr<float>() + v * D);
+        const at::Tensor P_t = flat_projections.narrow(0, p0, d * D).view({d, D});
+        at::Tensor grad_rows_t = values.narrow(0, row_offset, count * d).view({count, d});
+        at::Tensor grad_projection_t = grad_projections.narrow(0, p0, d * D).view({d, D});
+        at::mm_out(grad_rows_t, G, P_t.t());
+        at::mm_out(grad_projection_t, rows_t.narrow(0, row_offset, count * d).view({count, d}).t(), G);
       }
-      values = grad_rows;
-      grads[k + b] = grad_projection;
     }
     row_offset += count * d;
-    if (sparse) {
-      grads[b] = at::_sparse_coo_tensor_unsafe(local_t.narrow(0, start, count).view({1, count}), values,
-                                               {block_rows[b], d});
-    } else {
-      auto dense = at::zeros({block_rows[b], d}, grad_out.options());
-      float* dense_ptr = dense.data_ptr<float>();
-      const float* value_ptr = values.data_ptr<float>();
-      for (int64_t v = 0; v < count; ++v) {
-        std::memcpy(dense_ptr + local[start + v] * d, value_ptr + v * d, d * sizeof(float));
+  }
+
+  at::Tensor grad_rows;
+  if (sparse) {  // one index per value: row_start_i + local_u d_i + q
+    at::Tensor indices = at::empty({1, values.numel()}, local_t.options());
+    int64_t* index = indices.data_ptr<int64_t>();
+    for (int64_t b = 0; b < k; ++b) {
+      const int64_t d = blocks[b].dim, first = blocks[b].row_start;
+      for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
+        const int64_t base = first + local[v] * d;
+        for (int64_t q = 0; q < d; ++q) *index++ = base + q;
       }
-      grads[b] = dense;
+    }
+    grad_rows = at::_sparse_coo_tensor_unsafe(indices, values, {row_numel}, options.layout(at::kSparse));
+  } else {
+    grad_rows = at::zeros({row_numel}, options);
+    float* dense = grad_rows.data_ptr<float>();
+    const float* src = value_ptr;
+    for (int64_t b = 0; b < k; ++b) {
+      const int64_t d = blocks[b].dim;
+      float* table = dense + blocks[b].row_start;
+      for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v, src += d) {
+        std::memcpy(table + local[v] * d, src, d * sizeof(float));
+      }
     }
   }
-  return grads;
+  return {grad_rows, flat_projections.numel() > 0 ? grad_projections : at::Tensor()};
 }
 
-// The autograd node. Inputs: ids, index_map, offsets, sparse, out_dim, the k tables, the k projections (empty
-// tensors for identity blocks); gradients flow to the tables and projections only.
+// The layout as plain integers (rows, dim, row_start, projection_start per block), for the node's saved data.
+std::vector<int64_t> pack_layout(const std::vector<Block>& blocks) {
+  std::vector<int64_t> packed;
+  for (const Block& b : blocks) packed.insert(packed.end(), {b.rows, b.dim, b.row_start, b.projection_start});
+  return packed;
+}
+
+std::vector<Block> unpack_layout(const std::vector<int64_t>& packed) {
+  std::vector<Block> blocks;
+  for (size_t i = 0; i + 3 < packed.size(); i += 4) {
+    blocks.push_back(Block{packed[i], packed[i + 1], packed[i + 2], packed[i + 3]});
+  }
+  return blocks;
+}
+
+// The autograd node. Inputs: ids (flattened), index_map, offsets, sparse, dims, out_dim, the output's shape (the
+// ids' shape, then D), the flat rows and the flat projections; gradients flow to the two flat parameters only.
 struct FusedLookup : public torch::autograd::Function<FusedLookup> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& ids, const at::Tensor& index_map,
-                            const at::Tensor& offsets, bool sparse, int64_t out_dim, at::TensorList weights,
-                            at::TensorList projections) {
-    std::vector<at::Tensor> outputs = md_forward(ids, index_map, offsets, weights.vec(), projections.vec(), out_dim);
-    std::vector<int64_t> rows, dims;
-    for (const auto& w : weights) {
-      rows.push_back(w.size(0));
-      dims.push_back(w.size(1));
-    }
+                            const at::Tensor& offsets, bool sparse, const std::vector<int64_t>& dims,
+                            int64_t out_dim, const std::vector<int64_t>& out_shape, const at::Tensor& flat_rows,
+                            const at::Tensor& flat_projections) {
+    const std::vector<Block> blocks = block_layout(offsets, dims, out_dim, flat_rows.numel(), flat_projections.numel());
+    std::vector<at::Tensor> outputs = md_forward(ids, index_map, offsets, blocks, flat_rows, flat_projections, out_dim,
+                                                 out_shape);
     ctx->saved_data["sparse"] = sparse;
-    ctx->saved_data["rows"] = rows;
-    ctx->saved_data["dims"] = dims;
+    ctx->saved_data["layout"] = pack_layout(blocks);
+    ctx->saved_data["row_numel"] = flat_rows.numel();
     // the backward reads the gathered rows, not the tables, so only the projections are saved
     torch::autograd::variable_list saved(outputs.begin() + 1, outputs.end());
-    saved.insert(saved.end(), projections.begin(), projections.end());
+    saved.push_back(flat_projections);
     ctx->save_for_backward(saved);
     return outputs[0];
   }
@@ -457,69 +518,46 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
                 "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
                 "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const std::vector<int64_t> rows = ctx->saved_data["rows"].toIntVector();
-    const std::vector<int64_t> dims = ctx->saved_data["dims"].toIntVector();
-    const int64_t k = static_cast<int64_t>(dims.size());
-    std::vector<at::Tensor> projections(saved.begin() + 5, saved.end());
-    std::vector<at::Tensor> grads = md_backward(grad_outputs[0], saved[0], saved[1], saved[2], saved[3], saved[4],
-                                                rows, dims, projections, ctx->saved_data["sparse"].toBool());
-    // one entry per forward argument: ids, index_map, offsets, sparse, out_dim, then the tables and projections
-    torch::autograd::variable_list result(5);
-    for (int64_t i = 0; i < 2 * k; ++i) {
-      result.push_back(ctx->needs_input_grad(3 + i) ? grads[i] : at::Tensor());
-    }
+    const std::vector<Block> blocks = unpack_layout(ctx->saved_data["layout"].toIntVector());
+    const at::Tensor grad_out = grad_outputs[0].reshape({-1, grad_outputs[0].size(-1)});  // a view where it can be
+    std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2], saved[3], saved[4],
+                                                blocks, saved[5], ctx->saved_data["row_numel"].toInt(),
+                                                ctx->saved_data["sparse"].toBool());
+    // one entry per forward argument: ids, index_map, offsets, sparse, dims, out_dim, out_shape, then the two
+    // parameters (whose input edges are 3 and 4: only tensor arguments have edges)
+    torch::autograd::variable_list result(7);
+    result.push_back(ctx->needs_input_grad(3) ? grads[0] : at::Tensor());
+    result.push_back(ctx->needs_input_grad(4) ? grads[1] : at::Tensor());
     return result;
   }
 };
 
-// Whether the node can serve these tables: float32, contiguous, on the CPU (projections may be empty).
-bool tables_supported(const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& projections) {
+// Whether the node can serve these parameters: 1-d, float32, contiguous, on the CPU.
+bool tables_supported(const at::Tensor& flat_rows, const at::Tensor& flat_projections) {
   auto supported = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous() && t.dim() == 2;
+    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous() && t.dim() == 1;
   };
-  for (const auto& w : weights) {
-    if (!supported(w)) return false;
-  }
-  for (const auto& p : projections) {
-    if (!is_identity(p) && !supported(p)) return false;
-  }
-  return true;
+  return supported(flat_rows) && supported(flat_projections);
 }
 
-// Projections with None (identity blocks) as empty tensors, as the node takes them.
-std::vector<at::Tensor> with_empty(const std::vector<std::optional<at::Tensor>>& projections) {
-  std::vector<at::Tensor> out;
-  out.reserve(projections.size());
-  for (const auto& p : projections) out.push_back(p.has_value() && p->defined() ? *p : at::empty({0}, at::kFloat));
-  return out;
-}
-
-bool optional_tables_supported(const std::vector<at::Tensor>& weights,
-                               const std::vector<std::optional<at::Tensor>>& projections) {
-  return !weights.empty() && tables_supported(weights, with_empty(projections));
-}
-
-// The lookup of ids of any shape and integer dtype -> (..., D), or None where the tables are not supported (the
-// caller then takes the tensor ops). index_map: None or (N) integer; projections: None for identity blocks.
+// The lookup of ids of any shape and integer dtype -> (..., D), or None where the parameters are not supported
+// (the caller then takes the tensor ops). index_map: None or (N) integer; dims: d_i per block.
 std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<at::Tensor>& index_map,
-                                    const at::Tensor& offsets, bool sparse, const std::vector<at::Tensor>& weights,
-                                    const std::vector<std::optional<at::Tensor>>& projections) {
-  const std::vector<at::Tensor> dense_projections = with_empty(projections);
-  if (weights.empty() || !tables_supported(weights, dense_projections)) return std::nullopt;
-  const int64_t out_dim = is_identity(dense_projections[0]) ? weights[0].size(1) : dense_projections[0].size(1);
+                                    const at::Tensor& offsets, bool sparse, const at::Tensor& flat_rows,
+                                    const at::Tensor& flat_projections, const std::vector<int64_t>& dims,
+                                    int64_t out_dim) {
+  if (!tables_supported(flat_rows, flat_projections)) return std::nullopt;
   const at::Tensor flat = ids.reshape({-1}).to(at::kLong).contiguous();
   at::Tensor map = at::empty({0}, flat.options());
   if (index_map.has_value() && index_map->defined()) {
     map = index_map->scalar_type() == at::kInt ? index_map->contiguous() : index_map->to(at::kLong).contiguous();
   }
-  const at::Tensor out = FusedLookup::apply(flat, map, offsets, sparse, out_dim, at::TensorList(weights),
-                                            at::TensorList(dense_projections));
   std::vector<int64_t> shape = ids.sizes().vec();
   shape.push_back(out_dim);
-  return out.view(shape);
+  return FusedLookup::apply(flat, map, offsets, sparse, dims, out_dim, shape, flat_rows, flat_projections);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
-  m.def("tables_supported", &optional_tables_supported, "whether the node can serve these tables");
+  m.def("tables_supported", &tables_supported, "whether the node can serve these flat parameters");
 }

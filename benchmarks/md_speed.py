@@ -15,13 +15,17 @@ Speed: forward + backward time of one batch of ids drawn from a Zipf-like popula
 
 with dense gradients and with sparse gradients. A step backpropagates ``out.sum()`` (``--loss sum``) or
 ``(out * W).sum()`` with a fixed random ``W`` (``--loss random``: a dense upstream gradient, as under a real
-loss). Each step ends with the gradients released (``grad = None``), as
-an optimizer loop with ``zero_grad(set_to_none=True)`` does. Timings are the median over ``--reps`` steps after
-``--warmup`` untimed ones, configurations taken in turn (so each step starts with caches the other
-configurations have just used), with Python's garbage collector paused as ``timeit`` does, on two
-clocks: wall time and the CPU time of the thread (``time.thread_time``; on a shared machine it leaves out the
-time the process waits for a core, so its ratios are the steadier ones). Memory: bytes of parameters, buffers (the MD index map)
-and Adam state after one real Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
+loss). With ``--optimizer adam`` a step also takes an optimizer step (``SparseAdam`` for sparse tables,
+``Adam`` for the rest): a user's whole training step. Each step ends with the gradients released
+(``grad = None``), as an optimizer loop with ``zero_grad(set_to_none=True)`` does.
+
+Timings are the median over ``--reps`` rounds after ``--warmup`` untimed ones. A round times every
+configuration once, in an order shuffled each round (seeded): each step starts with the caches and C
+allocator state that other configurations have just left, and no configuration always follows the same one.
+Python's garbage collector is paused, as ``timeit`` does. Two clocks: wall time and the CPU time of the thread
+(``time.thread_time``; on a shared machine it leaves out the time the process waits for a core, so its ratios
+are the steadier ones). Memory: bytes of parameters, buffers (the MD index map) and Adam state after one real
+Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
 
 Example:
     python benchmarks/md_speed.py --rows 100000 1000000 --memory-rows 10000000 --out docs/results/mixed-dimension-speed
@@ -35,6 +39,7 @@ import gc
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -114,24 +119,50 @@ class Loss:
         return (out * self.weights[out.shape]).sum()
 
 
-def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss: Loss) -> None:
+def optimizers(module: nn.Module, kind: str) -> list[torch.optim.Optimizer]:
+    """``none``: no optimizer (the step is forward + backward). ``adam``: ``SparseAdam`` for the parameters with
+    sparse gradients (the tables of a ``sparse=True`` layer), ``Adam`` for the others, as a user of sparse
+    tables trains them (lr 1e-3)."""
+    if kind == "none":
+        return []
+    if isinstance(module, nn.Embedding):
+        tables = [module.weight]
+    elif isinstance(module, MixedDimensionEmbedding):
+        tables = [module.flat_rows]
+    else:
+        tables = list(module.weights)
+    tables = tables if module.sparse else []
+    table_ids = {id(p) for p in tables}
+    others = [p for p in module.parameters() if id(p) not in table_ids]
+    return ([torch.optim.SparseAdam(tables, lr=1e-3)] if tables else []) + (
+        [torch.optim.Adam(others, lr=1e-3)] if others else [])
+
+
+def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss: Loss,
+         optimizers_: list[torch.optim.Optimizer]) -> None:
     loss(module(ids)).backward()
+    for optimizer in optimizers_:
+        optimizer.step()
     for p in params:
         p.grad = None
 
 
 def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int,
-                 loss: Loss) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+                 loss: Loss, optimizer: str = "none") -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall and thread-CPU seconds per step, per configuration."""
     wall = {name: [] for name in modules}
     cpu = {name: [] for name in modules}
     params = {name: list(module.parameters()) for name, module in modules.items()}
+    optimizers_ = {name: optimizers(module, optimizer) for name, module in modules.items()}
+    order, shuffler = list(modules), random.Random(0)
     with gc_paused():
         for r in range(warmup + reps):
             ids = batches[r % len(batches)]
-            for name, module in modules.items():
+            shuffler.shuffle(order)  # no configuration always follows the same one (and inherits its cache state)
+            for name in order:
+                module = modules[name]
                 started, started_cpu = time.perf_counter(), time.thread_time()
-                step(module, params[name], ids, loss)
+                step(module, params[name], ids, loss, optimizers_[name])
                 if r >= warmup:
                     wall[name].append(time.perf_counter() - started)
                     cpu[name].append(time.thread_time() - started_cpu)
@@ -151,7 +182,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int,
-          loss: Loss) -> list[dict]:
+          loss: Loss, optimizer: str = "none") -> list[dict]:
     counts = zipf_counts(rows, exponent)
     batches = [sample_ids(counts, batch, seed) for seed in range(8)]
     out = []
@@ -163,7 +194,7 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
                    f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
                    "md-torch": PerBlockTables(md, _tensor_op_lookup),
                    "md-reference": PerBlockTables(md, _reference_lookup)}
-        wall, cpu = time_configs(modules, batches, reps, warmup, loss)
+        wall, cpu = time_configs(modules, batches, reps, warmup, loss, optimizer)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
         rows_out = {}
@@ -188,7 +219,7 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
 
 
 def paired_throughput_ratio(baseline_s: list[float], layer_s: list[float]) -> dict:
-    """The layer's throughput over the baseline's from the steps of the same rounds (adjacent in time): the
+    """The layer's throughput over the baseline's from the steps of the same rounds (close in time): the
     median of the per-round ratios, its 95 % bootstrap interval, and the verdict against the >= 0.7x target
     (met: the whole interval at or above it; at limit: the interval contains it; missed: all below)."""
     ratios = [b / t for b, t in zip(baseline_s, layer_s)]
@@ -232,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--loss", choices=("sum", "random"), default="sum",
                         help="what each step backpropagates (see Loss): out.sum() or (out * W).sum()")
+    parser.add_argument("--optimizer", choices=("none", "adam"), default="none",
+                        help="none: a step is forward + backward; adam: plus an optimizer step (SparseAdam for "
+                             "sparse tables, Adam for the rest; see optimizers())")
     parser.add_argument("--kernel", choices=("auto", "off", "on"), default="on",
                         help="EMBREG_MD_KERNEL for the md row (default on: fail rather than time the fallback)")
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
@@ -245,16 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     results = {"speed": [], "memory": []}
     for rows in args.rows:
         results["speed"].extend(speed(rows, args.dim, args.batch, args.alpha, args.blocks, args.exponent,
-                                      args.reps, args.warmup, Loss(args.loss)))
+                                      args.reps, args.warmup, Loss(args.loss), args.optimizer))
     if args.memory_rows:
         results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "md_backend": backend, "loss": args.loss, "note": args.note}
+                          "md_backend": backend, "loss": args.loss, "optimizer": args.optimizer, "note": args.note}
     lines = [f"<!-- generated by: {command} -->", "",
-             "Throughput: ids per second of forward + backward, median over steps; wall clock / thread CPU time. "
+             "Throughput: ids per second of forward + backward"
+             + (" + optimizer step (SparseAdam for sparse tables, Adam for the rest)" if args.optimizer == "adam" else "")
+             + ", median over steps; wall clock / thread CPU time. "
              "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
              f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup. "
              f"Each step backpropagates `{'out.sum()' if args.loss == 'sum' else '(out * W).sum()'}`.", "",
@@ -270,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | {dims} | "
                      f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | {ratio1} | {ratio2} | {ratio3} |")
     lines += ["", "Target check (MD throughput >= 0.7x `nn.Embedding` at the same base dimension): per-round ratio of "
-              "thread-CPU step times (each round times every configuration once, so a round's two steps are "
-              "adjacent), median and 95 % bootstrap interval over the rounds.", "",
+              "thread-CPU step times (each round times every configuration once, in a shuffled order, so a "
+              "round's two steps are close in time), median and 95 % bootstrap interval over the rounds.", "",
               "| rows | grad | layer | median | 95 % interval | verdict |", "|---|---|---|---|---|---|"]
     for r in results["speed"]:
         if "paired_vs_same_base_dim" in r:

@@ -6,8 +6,8 @@ import pytest
 import torch
 from _native_backends import require_kernel
 
-from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks, functional
-from embreg.embeddings import _kernel
+from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks
+from embreg.embeddings import _kernel, flat
 from embreg.errors import EmbregError
 
 
@@ -36,7 +36,7 @@ def _value_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream
                                    layer.embedding_dim, sparse=layer.sparse)
     else:
         positions = layer.positions(ids).reshape(-1)
-        out = functional._FlatMixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, layer.layout,
+        out = flat._FlatMixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, layer.layout,
                                                          *_flat(layer)).reshape(*ids.shape, -1)
     (out * upstream).sum().backward()
     grads = [None if p.grad is None else (p.grad.to_dense() if p.grad.is_sparse else p.grad)
@@ -102,7 +102,7 @@ def test_out_of_range_ids_name_the_value(kernel) -> None:
     with pytest.raises(EmbregError, match=r"holds the id -1"):
         layer(torch.tensor([[-1, 0]]))
     with pytest.raises(RuntimeError, match=r"found id 300; valid range is \[0, 300\)"):
-        functional.flat_mixed_dimension_lookup(torch.tensor([300]), *_flat(layer), *layer.layout[:2], layer.offsets,
+        flat.flat_mixed_dimension_lookup(torch.tensor([300]), *_flat(layer), *layer.layout[:2], layer.offsets,
                                                layer.embedding_dim)
 
 

@@ -1,7 +1,7 @@
 """The fused C++ CPU kernel of the mixed-dimension lookup (``csrc/md_lookup.cpp``), a C++ autograd node.
 
 mixed-dimension-embeddings.txt, Appendix, Alg. 2: the same lookup and gradients as
-:class:`embreg.embeddings.functional._FlatMixedDimensionLookup`, as one autograd node written in C++ (no
+:class:`embreg.embeddings.flat._FlatMixedDimensionLookup`, as one autograd node written in C++ (no
 Python in its forward or backward) over the layer's two flat parameters, instead of some forty tensor ops
 (whose fixed per-op cost and temporaries were most of a step's time; see docs/results/mixed-dimension.md,
 Section 3). It is compiled for the host's instruction set,
@@ -66,7 +66,7 @@ def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, offsets: tor
         index_map: (N,) int32/int64 position of each id in the blocked order, or None (ids are positions).
         offsets: (k + 1,) int64 block start positions.
         flat_rows, flat_projections, block_dims, base_dim, sparse: as
-            :func:`embreg.embeddings.functional.flat_mixed_dimension_lookup`.
+            :func:`embreg.embeddings.flat.flat_mixed_dimension_lookup`.
 
     Returns:
         (..., D) float32 vectors, or None.

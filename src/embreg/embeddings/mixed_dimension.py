@@ -3,8 +3,8 @@
 mixed-dimension-embeddings.txt, Sec. III and Fig. 1: the layer holds ``k`` blocks ``E_i`` (n_i x d_i) and
 projections ``P_i`` (d_i x d_bar); the row at position ``x`` of block ``i`` is ``E_i[x - t_i] @ P_i``. Blocks
 with ``d_i == d_bar`` have no projection (identity). All ``E_i`` live in one flat parameter and all ``P_i`` in
-another. An optional index map sends the caller's ids to positions
-in the blocked order (the permutation of Alg. 3), so callers keep their own ids.
+another. An optional index map sends the caller's ids to positions in the blocked order (the permutation of
+Alg. 3), so callers keep their own ids.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import nn
 from embreg.embeddings._checks import ID_DTYPES, check_ids, check_int, check_sizes
 from embreg.embeddings._kernel import fused_lookup
 from embreg.embeddings.blocking import Blocking
-from embreg.embeddings.functional import flat_mixed_dimension_lookup, split_flat
+from embreg.embeddings.flat import flat_mixed_dimension_lookup, split_flat
 from embreg.embeddings.sizing import md_parameter_count
 from embreg.errors import EmbregError
 
@@ -72,15 +72,16 @@ class MixedDimensionEmbedding(nn.Module):
     """Embedding with ``k`` blocks of rows at dimensions ``d_i``, each projected to the base dimension D.
 
     Same call as ``nn.Embedding``: ``forward(ids (...)) -> (..., D)``. The forward pass is Alg. 2 of
-    mixed-dimension-embeddings.txt (vectorised, see :func:`embreg.embeddings.functional.flat_mixed_dimension_lookup`);
-    it is differentiable in every ``E_i`` and ``P_i``.
+    mixed-dimension-embeddings.txt (vectorised, see
+    :func:`embreg.embeddings.flat.flat_mixed_dimension_lookup`); it is differentiable in every ``E_i``
+    and ``P_i``.
 
     Storage: two parameters, ``flat_rows`` (every block's rows ``E_i``, row-major, one after the other) and
     ``flat_projections`` (the ``P_i`` of the blocks with ``d_i != D``, in block order; None when every
-    ``d_i == D``), so autograd and the
-    optimizer handle two tensors instead of 2k (a step's fixed cost). ``layer.blocks[i].weight`` /
-    ``.projection`` are views of them; ``.weight_grad`` / ``.projection_grad`` their gradients. Checkpoints
-    written with one parameter per block (``blocks.{i}.weight``, ``blocks.{i}.projection``) still load.
+    ``d_i == D``), so autograd and the optimizer handle two tensors instead of 2k (a step's fixed cost).
+    ``layer.blocks[i].weight`` / ``.projection`` are views of them; ``.weight_grad`` / ``.projection_grad``
+    their gradients (a block no id of the batch fell in gets zeros). Checkpoints written with one parameter per
+    block (``blocks.{i}.weight``, ``blocks.{i}.projection``) still load.
 
     With ``sparse=True``, ``flat_rows`` gets a sparse gradient (one entry per value of each distinct row of the
     batch; use ``torch.optim.SparseAdam`` or SGD for it) and ``flat_projections`` a dense one.

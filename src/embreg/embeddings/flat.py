@@ -1,4 +1,4 @@
-"""The mixed-dimension lookup over two flat parameters: the storage of :class:`~embreg.embeddings.MixedDimensionEmbedding`.
+"""The mixed-dimension lookup over two flat parameters, the storage of a ``MixedDimensionEmbedding``.
 
 mixed-dimension-embeddings.txt, Sec. III and Appendix, Alg. 2: the same lookup as
 :func:`embreg.embeddings.functional.mixed_dimension_lookup`, over ``flat_rows`` (every block's rows ``E_i``,

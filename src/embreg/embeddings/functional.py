@@ -42,7 +42,8 @@ class _Routing:
     and gathered rows (None for identity blocks or a block no id fell in), and each id's distinct row."""
 
     def __init__(self, bounds: list[int], locals_: list, rows: list, inverse: torch.Tensor, num_distinct: int):
-        self.bounds, self.locals, self.rows, self.inverse, self.num_distinct = bounds, locals_, rows, inverse, num_distinct
+        self.bounds, self.locals, self.rows = bounds, locals_, rows
+        self.inverse, self.num_distinct = inverse, num_distinct
 
 
 def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor],

@@ -267,11 +267,12 @@ std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<i
 }
 
 // ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; the blocks' layout in the flat rows
-// `E` and flat projections `P` (float32). Returns out (B, D), allocated as out_shape (the ids' shape, then D); the occurrence lists of the U distinct rows (grouped
-// by block), occurrence_start (U + 1) int32 and occurrences (B) int32 (the ids of distinct row v are
-// occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order); local (U) int64 (each distinct row's
-// row within its block); bounds (k + 1) int64 (block i's distinct rows are [bounds[i], bounds[i + 1])); and rows
-// (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for the backward).
+// and flat projections (float32). Returns out (B, D), allocated with shape out_shape (the ids' shape, then D); the
+// occurrence lists of the U distinct rows (grouped by block), occurrence_start (U + 1) int32 and occurrences (B)
+// int32 (the ids of distinct row v are occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order);
+// local (U) int64 (each distinct row's row within its block); bounds (k + 1) int64 (block i's distinct rows are
+// [bounds[i], bounds[i + 1])); and rows (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for
+// the backward).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
                                    const std::vector<Block>& blocks, const at::Tensor& flat_rows,
                                    const at::Tensor& flat_projections, int64_t out_dim,

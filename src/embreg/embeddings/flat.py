@@ -12,6 +12,7 @@ the CPU with float32 parameters the fused C++ kernel of :mod:`embreg.embeddings.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -90,8 +91,8 @@ class _FlatMixedDimensionLookup(torch.autograd.Function):
         _, projections = split_flat(None, flat_projections, *ctx.layout)
         needs_rows, needs_projections = ctx.needs_input_grad[4], ctx.needs_input_grad[5]
         parts = _lookup_backward(ctx.routing, grad_out, projections, needs_rows, needs_projections)
-        row_starts = _starts([n * d for n, d in zip(block_rows, block_dims)])
-        projection_starts = _starts([d * base_dim if d != base_dim else 0 for d in block_dims])
+        row_starts = [0, *accumulate(n * d for n, d in zip(block_rows, block_dims))]
+        projection_starts = [0, *accumulate(d * base_dim if d != base_dim else 0 for d in block_dims)]
         grad_rows = grad_projections = None
         if needs_projections and flat_projections.numel() > 0:  # as the kernel: no gradient for no projections
             grad_projections = grad_out.new_zeros(flat_projections.shape)
@@ -117,14 +118,6 @@ class _FlatMixedDimensionLookup(torch.autograd.Function):
             grad_rows = torch.sparse_coo_tensor(torch.cat(indices).unsqueeze(0), torch.cat(values), (row_starts[-1],),
                                                 is_coalesced=True, check_invariants=False)
         return None, None, None, None, grad_rows, grad_projections
-
-
-def _starts(sizes: Sequence[int]) -> list[int]:
-    """[0, s_0, s_0 + s_1, ...]: where each of consecutive parts of these sizes starts (and the total)."""
-    starts = [0]
-    for size in sizes:
-        starts.append(starts[-1] + size)
-    return starts
 
 
 def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | None, block_rows: Sequence[int],

@@ -46,7 +46,8 @@ def _value_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream
 
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("map_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("dims", [(16, 9, 4, 1), (64, 40, 17, 3), (12, 5, 2)])  # fixed-width paths; any width
+@pytest.mark.parametrize("dims", [(16, 9, 4, 1), (32, 20, 3), (64, 40, 17, 3), (128, 70, 9, 1),  # fixed widths
+                                  (12, 5, 2)])  # any other width
 def test_values_and_gradients_match_the_tensor_op_lookup(kernel, sparse: bool, map_dtype: torch.dtype,
                                                          dims: tuple[int, ...]) -> None:
     layer = _layer(sparse, dims=dims)
@@ -84,6 +85,18 @@ def test_strided_upstream_gradient_of_a_sum(kernel) -> None:
     layer(ids).sum().backward()  # the sum's upstream is an expanded (stride 0) tensor
     for p, want in zip(layer.parameters(), grads):
         torch.testing.assert_close(p.grad, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_column_strided_upstream_gradient(kernel, sparse: bool) -> None:
+    layer = _layer(sparse, dims=(64, 40, 17, 3))
+    ids = torch.randint(0, 300, (200,), generator=torch.Generator().manual_seed(4))
+    upstream = torch.randn(64, 200, generator=torch.Generator().manual_seed(5)).t()  # strides (1, 200)
+    layer(ids).backward(upstream)
+    got = [p.grad.to_dense() if p.grad.is_sparse else p.grad for p in layer.parameters()]
+    _, want = _value_and_grads(layer, ids, upstream.contiguous(), fused=False)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
 
 
 def test_a_block_with_no_id_gets_a_zero_gradient(kernel) -> None:

@@ -55,20 +55,35 @@ inline void project_row(const float* e, const float* P, int64_t d, int64_t D, fl
   }
 }
 
-// The same for a width known at compile time: the accumulator row stays in vector registers.
-template <int64_t kWidth>
-inline void project_row_fixed(const float* e, const float* P, int64_t d, float* out) {
-  float acc[kWidth];
-#pragma omp simd
-  for (int64_t c = 0; c < kWidth; ++c) acc[c] = e[0] * P[c];
-  for (int64_t q = 1; q < d; ++q) {
-    const float eq = e[q];
-    const float* Pq = P + q * kWidth;
-#pragma omp simd
-    for (int64_t c = 0; c < kWidth; ++c) acc[c] += eq * Pq[c];
+// Sixteen floats as one value (GCC/Clang vector extension): one zmm register with AVX-512, two ymm with AVX2.
+// Accumulators held as these stay in registers, where float arrays under `omp simd` were kept on the stack.
+typedef float Floats16 __attribute__((vector_size(64)));
+inline Floats16 load16(const float* p) {
+  Floats16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, const Floats16& v) { std::memcpy(p, &v, sizeof v); }
+
+// out[r][0:W] = e[r d : r d + d] P for the kRows consecutive gathered rows at e (P is d x W, row-major): each
+// load of P serves every row, and the kRows x W / 16 accumulators are independent (no FMA waits on another).
+template <int64_t kWidth, int64_t kRows>
+inline void project_rows_fixed(const float* e, const float* P, int64_t d, float* const* out) {
+  constexpr int64_t kVecs = kWidth / 16;
+  Floats16 acc[kRows][kVecs];
+  for (int64_t v = 0; v < kVecs; ++v) {
+    const Floats16 p = load16(P + 16 * v);
+    for (int64_t r = 0; r < kRows; ++r) acc[r][v] = e[r * d] * p;
   }
-#pragma omp simd
-  for (int64_t c = 0; c < kWidth; ++c) out[c] = acc[c];
+  for (int64_t q = 1; q < d; ++q) {
+    for (int64_t v = 0; v < kVecs; ++v) {
+      const Floats16 p = load16(P + q * kWidth + 16 * v);
+      for (int64_t r = 0; r < kRows; ++r) acc[r][v] += e[r * d + q] * p;
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t v = 0; v < kVecs; ++v) store16(out[r] + 16 * v, acc[r][v]);
+  }
 }
 
 // The output gradient and the occurrence lists: G_v, the gradient of distinct row v, is the sum of the rows of
@@ -104,118 +119,83 @@ struct SummedGradient {
   }
 };
 
-// grad_rows[r][q0 + l] = G_r . P^T[:, q0 + l] for l < lanes and the `kRows` rows r of G starting at G (stride W),
-// against P^T padded to `padded` columns: 4 x kRows independent vector accumulators (the W terms split four
-// ways), so the FMAs do not wait on each other's latency and each P^T load serves kRows rows.
-template <int64_t kWidth, int64_t kRows>
-inline void rows_times_transposed(const float* G, const float* transposed, int64_t padded, int64_t q0, int64_t lanes,
-                                  int64_t d, float* grad_rows) {
-  constexpr int64_t kLanes = 16;
-  float acc[kRows][4][kLanes] = {};
-  for (int64_t c = 0; c < kWidth; c += 4) {
-    for (int64_t a = 0; a < 4; ++a) {
-      const float* column = transposed + (c + a) * padded + q0;
-      for (int64_t r = 0; r < kRows; ++r) {
-        const float gc = G[r * kWidth + c + a];
-#pragma omp simd
-        for (int64_t l = 0; l < kLanes; ++l) acc[r][a][l] += gc * column[l];
-      }
-    }
-  }
-  for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t l = 0; l < lanes; ++l) {
-      grad_rows[r * d + q0 + l] = (acc[r][0][l] + acc[r][1][l]) + (acc[r][2][l] + acc[r][3][l]);
-    }
-  }
-}
-
-// P_q . g for one W-wide row pair: four 16-wide partial sums, then a tree over the 16 lanes.
-template <int64_t kWidth>
-inline float dot_row(const float* Pq, const float* g) {
-  constexpr int64_t kLanes = 16;
-  static_assert(kWidth % kLanes == 0, "widths are multiples of 16");
-  float acc[kLanes] = {};
-  for (int64_t c = 0; c < kWidth; c += kLanes) {
-#pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += Pq[c + l] * g[c + l];
-  }
-  float half[kLanes / 2];
-#pragma omp simd
-  for (int64_t l = 0; l < kLanes / 2; ++l) half[l] = acc[l] + acc[l + kLanes / 2];
-  float quarter[kLanes / 4];
-  for (int64_t l = 0; l < kLanes / 4; ++l) quarter[l] = half[l] + half[l + kLanes / 4];
+// The sum of the 16 lanes of v: halves added as vectors (copies of v's halves compile to register moves), then
+// a tree over the last four lanes.
+inline float sum_lanes(const Floats16& v) {
+  typedef float Floats8 __attribute__((vector_size(32)));
+  typedef float Floats4 __attribute__((vector_size(16)));
+  Floats8 low, high;
+  std::memcpy(&low, &v, sizeof low);
+  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+  const Floats8 half = low + high;
+  Floats4 first, second;
+  std::memcpy(&first, &half, sizeof first);
+  std::memcpy(&second, reinterpret_cast<const char*>(&half) + sizeof first, sizeof second);
+  const Floats4 quarter = first + second;
   return (quarter[0] + quarter[2]) + (quarter[1] + quarter[3]);
 }
 
-// The backward of a block with a small d (<= kSmallDim): grad_rows[u][q] = P_q . G_u as d dot products per row,
-// which beats the padded-P^T accumulators when most of their 16 lanes would be padding.
-constexpr int64_t kSmallDim = 8;
-
+// G_v as W / 16 register values (W = kWidth): summed in registers where the output gradient's rows are
+// contiguous, else through `buffer` (W floats).
 template <int64_t kWidth>
-void block_backward_small(const SummedGradient& summed, int64_t first, const float* rows, const float* P, int64_t m,
-                          int64_t d, float* grad_rows, float* grad_projection) {
-  float g[kWidth];
-  for (int64_t u = 0; u < m; ++u) {
-    summed.row(first + u, g);
-    const float* e = rows + u * d;
-    for (int64_t q = 0; q < d; ++q) {
-      grad_rows[u * d + q] = dot_row<kWidth>(P + q * kWidth, g);
-      const float eq = e[q];
-      float* gp = grad_projection + q * kWidth;
-#pragma omp simd
-      for (int64_t c = 0; c < kWidth; ++c) gp[c] += eq * g[c];
+inline void summed_row_fixed(const SummedGradient& summed, int64_t v, float* buffer, Floats16* g) {
+  constexpr int64_t kVecs = kWidth / 16;
+  if (summed.column_stride == 1) {
+    const int32_t begin = summed.occurrence_start[v], end = summed.occurrence_start[v + 1];
+    const float* src = summed.grad + summed.occurrences[begin] * summed.row_stride;
+    for (int64_t i = 0; i < kVecs; ++i) g[i] = load16(src + 16 * i);
+    for (int32_t j = begin + 1; j < end; ++j) {
+      src = summed.grad + summed.occurrences[j] * summed.row_stride;
+      for (int64_t i = 0; i < kVecs; ++i) g[i] += load16(src + 16 * i);
+    }
+  } else {
+    summed.row(v, buffer);
+    for (int64_t i = 0; i < kVecs; ++i) g[i] = load16(buffer + 16 * i);
+  }
+}
+
+// kRows rows' share of a block's backward: grad_rows[r][q] = P_q . G_r (d dot products per row) and
+// grad_projection[q] += sum_r e_r[q] G_r, with G_r summed in registers and each load of P_q and each update of
+// grad_projection's row q serving all kRows rows.
+template <int64_t kWidth, int64_t kRows>
+inline void rows_backward_fixed(const SummedGradient& summed, int64_t first, const float* e, const float* P,
+                                int64_t d, float* grad_rows, float* grad_projection) {
+  constexpr int64_t kVecs = kWidth / 16;
+  Floats16 g[kRows][kVecs];
+  float buffer[kWidth];
+  for (int64_t r = 0; r < kRows; ++r) summed_row_fixed<kWidth>(summed, first + r, buffer, g[r]);
+  for (int64_t q = 0; q < d; ++q) {
+    Floats16 dot[kRows];
+    Floats16 p = load16(P + q * kWidth);
+    for (int64_t r = 0; r < kRows; ++r) dot[r] = p * g[r][0];
+    for (int64_t i = 1; i < kVecs; ++i) {
+      p = load16(P + q * kWidth + 16 * i);
+      for (int64_t r = 0; r < kRows; ++r) dot[r] += p * g[r][i];
+    }
+    for (int64_t r = 0; r < kRows; ++r) grad_rows[r * d + q] = sum_lanes(dot[r]);
+    float* gp = grad_projection + q * kWidth;
+    for (int64_t i = 0; i < kVecs; ++i) {
+      Floats16 update = e[q] * g[0][i];
+      for (int64_t r = 1; r < kRows; ++r) update += e[r * d + q] * g[r][i];
+      store16(gp + 16 * i, load16(gp + 16 * i) + update);
     }
   }
 }
 
-// One block's backward at a compile-time width W, over its m distinct rows first, first + 1, ...: grad_rows
-// (m x d) = G P^T and grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed
-// output gradient (each row summed into a register-sized buffer as it is needed, never stored) and rows (m x d)
-// the gathered E_i rows. G P^T is computed against P^T padded to a multiple of 16 columns, so each row's d
-// outputs are 16-wide vector accumulators (no horizontal sums); rows go two at a time.
+// One block's backward at a compile-time width W over its m distinct rows first, first + 1, ...: grad_rows (m x d)
+// = G P^T and grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed output
+// gradient (each row summed in registers as it is needed, never stored) and rows (m x d) the gathered E_i rows.
+// Rows go two at a time (one at W = 128, whose accumulators would not fit the registers).
 template <int64_t kWidth>
 void block_backward_fixed(const SummedGradient& summed, int64_t first, const float* rows, const float* P, int64_t m,
                           int64_t d, float* grad_rows, float* grad_projection) {
-  constexpr int64_t kLanes = 16;
-  const int64_t padded = (d + kLanes - 1) / kLanes * kLanes;
-  std::vector<float> transposed(kWidth * padded, 0.f);  // P^T, W x padded
-  for (int64_t q = 0; q < d; ++q) {
-    for (int64_t c = 0; c < kWidth; ++c) transposed[c * padded + q] = P[q * kWidth + c];
-  }
-  float G[2 * kWidth];
+  constexpr int64_t kRows = kWidth <= 64 ? 2 : 1;
   int64_t u = 0;
-  for (; u + 2 <= m; u += 2) {
-    const float* g0 = G;
-    const float* g1 = G + kWidth;
-    summed.row(first + u, G);
-    summed.row(first + u + 1, G + kWidth);
-    for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
-      rows_times_transposed<kWidth, 2>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
-                                       grad_rows + u * d);
-    }
-    const float* e0 = rows + u * d;
-    const float* e1 = e0 + d;
-    for (int64_t q = 0; q < d; ++q) {
-      const float a0 = e0[q], a1 = e1[q];
-      float* gp = grad_projection + q * kWidth;
-#pragma omp simd
-      for (int64_t c = 0; c < kWidth; ++c) gp[c] += a0 * g0[c] + a1 * g1[c];
-    }
+  for (; u + kRows <= m; u += kRows) {
+    rows_backward_fixed<kWidth, kRows>(summed, first + u, rows + u * d, P, d, grad_rows + u * d, grad_projection);
   }
   for (; u < m; ++u) {
-    const float* g0 = G;
-    summed.row(first + u, G);
-    for (int64_t q0 = 0; q0 < d; q0 += kLanes) {
-      rows_times_transposed<kWidth, 1>(g0, transposed.data(), padded, q0, std::min(kLanes, d - q0), d,
-                                       grad_rows + u * d);
-    }
-    const float* e0 = rows + u * d;
-    for (int64_t q = 0; q < d; ++q) {
-      const float a0 = e0[q];
-      float* gp = grad_projection + q * kWidth;
-#pragma omp simd
-      for (int64_t c = 0; c < kWidth; ++c) gp[c] += a0 * g0[c];
-    }
+    rows_backward_fixed<kWidth, 1>(summed, first + u, rows + u * d, P, d, grad_rows + u * d, grad_projection);
   }
 }
 
@@ -380,13 +360,28 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     const int64_t d = blocks[b].dim;
     const float* P = blocks[b].identity() ? nullptr : P_all + blocks[b].projection_start;
     const float* src = rows + row_start[b];
-    for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
-      float* o = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
-      const float* e = src + (v - bounds[b]) * d;
-      if (P == nullptr) {
-        std::memcpy(o, e, D * sizeof(float));
-      } else if (!with_fixed_width(D, [&](auto W) { project_row_fixed<W()>(e, P, d, o); })) {
-        project_row(e, P, d, D, o);
+    auto first_output = [&](int64_t v) { return out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D; };
+    const bool fixed = P != nullptr && with_fixed_width(D, [&](auto W) {
+      constexpr int64_t kRows = W() <= 64 ? 2 : 1;  // 2 x W / 16 accumulators fit the registers up to W = 64
+      int64_t v = bounds[b];
+      for (; v + kRows <= bounds[b + 1]; v += kRows) {
+        float* outputs[kRows];
+        for (int64_t r = 0; r < kRows; ++r) outputs[r] = first_output(v + r);
+        project_rows_fixed<W(), kRows>(src + (v - bounds[b]) * d, P, d, outputs);
+      }
+      for (; v < bounds[b + 1]; ++v) {
+        float* o = first_output(v);
+        project_rows_fixed<W(), 1>(src + (v - bounds[b]) * d, P, d, &o);
+      }
+    });
+    if (!fixed) {
+      for (int64_t v = bounds[b]; v < bounds[b + 1]; ++v) {
+        const float* e = src + (v - bounds[b]) * d;
+        if (P == nullptr) {
+          std::memcpy(first_output(v), e, D * sizeof(float));
+        } else {
+          project_row(e, P, d, D, first_output(v));
+        }
       }
     }
   }
@@ -435,8 +430,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
       const float* P = flat_projections.data_ptr<float>() + p0;
       float* grad_projection = grad_projections.data_ptr<float>() + p0;
       const bool fixed = with_fixed_width(D, [&](auto W) {
-        const auto run = d <= kSmallDim ? &block_backward_small<W()> : &block_backward_fixed<W()>;
-        run(summed, start, gathered + row_offset, P, count, d, grad_rows, grad_projection);
+        block_backward_fixed<W()>(summed, start, gathered + row_offset, P, count, d, grad_rows, grad_projection);
       });
       if (!fixed) {  // other widths: two matrix products over the block's summed gradient G (count x D)
         at::Tensor G = at::empty({count, D}, options);
@@ -559,6 +553,7 @@ std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<a
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+
   m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
   m.def("tables_supported", &tables_supported, "whether the node can serve these flat parameters");
 }

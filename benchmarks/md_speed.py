@@ -54,6 +54,9 @@ from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.functional import _MixedDimensionLookup, mixed_dimension_lookup_reference
 from embreg.train.stats import median_interval, target_verdict
 
+# environment variables that change the C allocator's behaviour (and so the page faults per step): kept with the
+# results and written into the command, e.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...
+ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD")
 SPEED_TARGET = 0.7  # the issue's target: MD throughput >= 0.7x nn.Embedding at the same base dimension
 
 
@@ -148,10 +151,12 @@ def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss:
 
 
 def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int,
-                 loss: Loss, optimizer: str = "none") -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Wall and thread-CPU seconds per step, per configuration."""
+                 loss: Loss, optimizer: str = "none"
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[int]]]:
+    """Wall and thread-CPU seconds and minor page faults per step, per configuration."""
     wall = {name: [] for name in modules}
     cpu = {name: [] for name in modules}
+    faults = {name: [] for name in modules}
     params = {name: list(module.parameters()) for name, module in modules.items()}
     optimizers_ = {name: optimizers(module, optimizer) for name, module in modules.items()}
     order, shuffler = list(modules), random.Random(0)
@@ -161,12 +166,25 @@ def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], rep
             shuffler.shuffle(order)  # no configuration always follows the same one (and inherits its cache state)
             for name in order:
                 module = modules[name]
+                started_faults = minor_page_faults()
                 started, started_cpu = time.perf_counter(), time.thread_time()
                 step(module, params[name], ids, loss, optimizers_[name])
                 if r >= warmup:
                     wall[name].append(time.perf_counter() - started)
                     cpu[name].append(time.thread_time() - started_cpu)
-    return wall, cpu
+                    faults[name].append(minor_page_faults() - started_faults)
+    return wall, cpu, faults
+
+
+def minor_page_faults() -> int:
+    """The process's minor page faults so far (first touches of fresh memory: on a machine where the C allocator
+    hands freed memory back to the system, each step's fresh output buffers fault again; a step's count says
+    how much of its time went there). -1 where ``resource`` is unavailable."""
+    try:
+        import resource
+    except ImportError:
+        return -1
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 @contextlib.contextmanager
@@ -194,7 +212,7 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
                    f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
                    "md-torch": PerBlockTables(md, _tensor_op_lookup),
                    "md-reference": PerBlockTables(md, _reference_lookup)}
-        wall, cpu = time_configs(modules, batches, reps, warmup, loss, optimizer)
+        wall, cpu, faults = time_configs(modules, batches, reps, warmup, loss, optimizer)
         medians = {name: statistics.median(t) for name, t in wall.items()}
         cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
         rows_out = {}
@@ -205,7 +223,8 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
                               "dims": list(getattr(inner, "block_dims", [inner.embedding_dim])),
                               "median_s": medians[name], "ids_per_s": batch / medians[name],
                               "cpu_median_s": cpu_medians[name], "cpu_ids_per_s": batch / cpu_medians[name],
-                              "times_s": wall[name], "cpu_times_s": cpu[name]}
+                              "times_s": wall[name], "cpu_times_s": cpu[name],
+                              "page_faults_per_step": statistics.mean(faults[name])}
         for name in ("md", "md-torch", "md-reference"):
             for clock, key in (("", "median_s"), ("cpu_", "cpu_median_s")):
                 rows_out[name][clock + "vs_same_base_dim"] = rows_out[f"uniform@{dim}"][key] / rows_out[name][key]
@@ -282,11 +301,14 @@ def main(argv: list[str] | None = None) -> int:
                                       args.reps, args.warmup, Loss(args.loss), args.optimizer))
     if args.memory_rows:
         results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
-    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    allocator = {name: os.environ[name] for name in ALLOCATOR_VARIABLES if name in os.environ}
+    command = " ".join([*(f"{name}={value}" for name, value in allocator.items()), "python", sys.argv[0],
+                        *(argv if argv is not None else sys.argv[1:])])
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "md_backend": backend, "loss": args.loss, "optimizer": args.optimizer, "note": args.note}
+                          "md_backend": backend, "loss": args.loss, "optimizer": args.optimizer, "note": args.note,
+                          "allocator_environment": allocator}
     lines = [f"<!-- generated by: {command} -->", "",
              "Throughput: ids per second of forward + backward"
              + (" + optimizer step (SparseAdam for sparse tables, Adam for the rest)"
@@ -295,8 +317,10 @@ def main(argv: list[str] | None = None) -> int:
              "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
              f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup. "
              f"Each step backpropagates `{'out.sum()' if args.loss == 'sum' else '(out * W).sum()'}`.", "",
-             "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | vs same base dim (wall / CPU) | "
-             "vs same budget (wall / CPU) | vs md-reference (wall / CPU) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "Page faults: minor page faults per step, mean (fresh memory touched; see `minor_page_faults`).", "",
+             "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | page faults | "
+             "vs same base dim (wall / CPU) | vs same budget (wall / CPU) | vs md-reference (wall / CPU) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["speed"]:
         dims = r["dims"] if len(r["dims"]) <= 8 else r["dims"][:8] + ["..."]
         ratio1 = f"{r['vs_same_base_dim']:.2f}x / {r['cpu_vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""
@@ -305,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                   if "speedup_vs_reference" in r else "")
         grad = "sparse" if r["sparse"] else "dense"
         lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | {dims} | "
-                     f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | {ratio1} | {ratio2} | {ratio3} |")
+                     f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | "
+                     f"{r['page_faults_per_step']:.0f} | {ratio1} | {ratio2} | {ratio3} |")
     lines += ["", "Target check (MD throughput >= 0.7x `nn.Embedding` at the same base dimension): per-round ratio of "
               "thread-CPU step times (each round times every configuration once, in a shuffled order, so a "
               "round's two steps are close in time), median and 95 % bootstrap interval over the rounds.", "",

@@ -12,15 +12,19 @@
 //             first appearance) and counts occurrences; the distinct rows are grouped by block (a stable
 //             counting sort), each row's occurrence list is laid out, the rows are gathered into one packed
 //             buffer (prefetched ahead of the cache misses), each distinct row is projected once
-//             (x_u = E_i[u] P_i) into the output row of its first occurrence and copied to the others.
-//   backward: per block, each distinct row's gradient G_u (the sum of g_j over its occurrences) is summed as it
-//             is used, then grad E_i[u] = G_u P_i^T and grad P_i += E_i[u]^T G_u; the row gradients come back
-//             as one sparse COO tensor over the flat rows (one entry per value of a distinct row; indices
-//             distinct, not sorted, so not marked coalesced) or scattered into a dense zero vector. First
-//             derivatives only: a backward that would itself be differentiated (create_graph=True) raises.
+//             (x_u = E_i[u] P_i, two rows per load of P_i) into the output row of its first occurrence and
+//             copied to the others.
+//   backward: per block, each distinct row's gradient G_u (the sum of g_j over its occurrences) is summed in
+//             registers as it is used, then grad E_i[u] = G_u P_i^T (d_i dot products) and grad P_i +=
+//             E_i[u]^T G_u, two rows at a time; the row gradients come back as one sparse COO tensor over the
+//             flat rows (one entry per value of a distinct row; indices distinct, not sorted, so not marked
+//             coalesced) or scattered into a dense zero vector. First derivatives only: a backward that
+//             would itself be differentiated (create_graph=True) raises.
 //
 // Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
-// (the rare rows' cache misses) and the fixed cost per call, not by arithmetic.
+// (the rare rows' cache misses) and the fixed cost per call, not by arithmetic. The arithmetic that remains is
+// written with GCC/Clang vector types (Floats16) so that its accumulators stay in registers; a compiler
+// without them fails the build, and the layer then takes the tensor ops (see _kernel.py).
 
 #include <torch/extension.h>
 

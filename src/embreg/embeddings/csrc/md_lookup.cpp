@@ -95,27 +95,27 @@ inline void project_rows_fixed(const float* e, const float* P, int64_t d, float*
 struct SummedGradient {
   const float* grad;
   int64_t row_stride, column_stride, width;
-  const int32_t* occurrence_start;
-  const int32_t* occurrences;
+  const int64_t* occurrence_start;
+  const int64_t* occurrences;
 
   void row(int64_t v, float* dst) const {
-    const int32_t begin = occurrence_start[v], end = occurrence_start[v + 1];
+    const int64_t begin = occurrence_start[v], end = occurrence_start[v + 1];
     const float* src = grad + occurrences[begin] * row_stride;
     if (column_stride == 1) {
       std::memcpy(dst, src, width * sizeof(float));
-      for (int32_t i = begin + 1; i < end; ++i) {
+      for (int64_t i = begin + 1; i < end; ++i) {
         src = grad + occurrences[i] * row_stride;
 #pragma omp simd
         for (int64_t c = 0; c < width; ++c) dst[c] += src[c];
       }
     } else if (column_stride == 0) {  // each row one value broadcast over the columns
       float total = src[0];
-      for (int32_t i = begin + 1; i < end; ++i) total += grad[occurrences[i] * row_stride];
+      for (int64_t i = begin + 1; i < end; ++i) total += grad[occurrences[i] * row_stride];
 #pragma omp simd
       for (int64_t c = 0; c < width; ++c) dst[c] = total;
     } else {
       for (int64_t c = 0; c < width; ++c) dst[c] = src[c * column_stride];
-      for (int32_t i = begin + 1; i < end; ++i) {
+      for (int64_t i = begin + 1; i < end; ++i) {
         src = grad + occurrences[i] * row_stride;
         for (int64_t c = 0; c < width; ++c) dst[c] += src[c * column_stride];
       }
@@ -145,10 +145,10 @@ template <int64_t kWidth>
 inline void summed_row_fixed(const SummedGradient& summed, int64_t v, float* buffer, Floats16* g) {
   constexpr int64_t kVecs = kWidth / 16;
   if (summed.column_stride == 1) {
-    const int32_t begin = summed.occurrence_start[v], end = summed.occurrence_start[v + 1];
+    const int64_t begin = summed.occurrence_start[v], end = summed.occurrence_start[v + 1];
     const float* src = summed.grad + summed.occurrences[begin] * summed.row_stride;
     for (int64_t i = 0; i < kVecs; ++i) g[i] = load16(src + 16 * i);
-    for (int32_t j = begin + 1; j < end; ++j) {
+    for (int64_t j = begin + 1; j < end; ++j) {
       src = summed.grad + summed.occurrences[j] * summed.row_stride;
       for (int64_t i = 0; i < kVecs; ++i) g[i] += load16(src + 16 * i);
     }
@@ -250,13 +250,38 @@ std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<i
   return blocks;
 }
 
-// ids (B) int64; index_map (N) int32/int64 or empty; offsets (k + 1) int64; the blocks' layout in the flat rows
-// and flat projections (float32). Returns out (B, D), allocated with shape out_shape (the ids' shape, then D); the
-// occurrence lists of the U distinct rows (grouped by block), occurrence_start (U + 1) int32 and occurrences (B)
-// int32 (the ids of distinct row v are occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order);
-// local (U) int64 (each distinct row's row within its block); bounds (k + 1) int64 (block i's distinct rows are
-// [bounds[i], bounds[i + 1])); and rows (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for
-// the backward).
+// What the backward needs from the forward besides the gathered rows, in one int64 tensor (one allocation and
+// one saved variable, not five): [U, k, occurrence_start (U + 1), occurrences (B), local (U), bounds (k + 1),
+// layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are occurrences[occurrence_start[v]
+// ... occurrence_start[v + 1]), in order; local[v] is its row within its block; block i's distinct rows are
+// [bounds[i], bounds[i + 1]); layout holds each block's (rows, dim, row_start, projection_start).
+struct Bookkeeping {
+  int64_t distinct, k;
+  int64_t *occurrence_start, *occurrences, *local, *bounds, *layout;
+
+  static int64_t numel(int64_t distinct, int64_t n, int64_t k) {
+    return 2 + (distinct + 1) + n + distinct + (k + 1) + 4 * k;
+  }
+
+  // The view of a buffer of numel(...) values for a batch of n ids (its first two values already written).
+  Bookkeeping(int64_t* base, int64_t n)
+      : distinct(base[0]), k(base[1]), occurrence_start(base + 2), occurrences(occurrence_start + distinct + 1),
+        local(occurrences + n), bounds(local + distinct), layout(bounds + k + 1) {}
+
+  std::vector<Block> blocks() const {
+    std::vector<Block> out;
+    for (int64_t b = 0; b < k; ++b) {
+      const int64_t* l = layout + 4 * b;
+      out.push_back(Block{l[0], l[1], l[2], l[3]});
+    }
+    return out;
+  }
+};
+
+// ids (B values, contiguous int64, any shape); index_map (N) int32/int64 or empty; offsets (k + 1) int64; the
+// blocks' layout in the flat rows and flat projections (float32). Returns out (B, D), allocated with shape
+// out_shape (the ids' shape, then D); the bookkeeping (see Bookkeeping); and rows (sum_i U_i d_i) float32 (the
+// gathered distinct rows, block by block, for the backward).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
                                    const std::vector<Block>& blocks, const at::Tensor& flat_rows,
                                    const at::Tensor& flat_projections, int64_t out_dim,
@@ -324,10 +349,21 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   for (int64_t b = 0; b < k; ++b) bounds[b + 1] += bounds[b];
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
   std::vector<int32_t> grouped(num_distinct);
-  auto local_t = at::empty({num_distinct}, ids.options());
-  int64_t* local = local_t.data_ptr<int64_t>();
-  auto start_t = at::empty({num_distinct + 1}, ids.options().dtype(at::kInt));
-  int32_t* occurrence_start = start_t.data_ptr<int32_t>();
+  auto bookkeeping_t = at::empty({Bookkeeping::numel(num_distinct, n, k)}, ids.options());
+  bookkeeping_t.data_ptr<int64_t>()[0] = num_distinct;
+  bookkeeping_t.data_ptr<int64_t>()[1] = k;
+  const Bookkeeping kept(bookkeeping_t.data_ptr<int64_t>(), n);
+  int64_t* local = kept.local;
+  int64_t* occurrence_start = kept.occurrence_start;
+  int64_t* occurrences = kept.occurrences;
+  std::copy(bounds.begin(), bounds.end(), kept.bounds);
+  for (int64_t b = 0; b < k; ++b) {
+    int64_t* entry = kept.layout + 4 * b;
+    entry[0] = blocks[b].rows;
+    entry[1] = blocks[b].dim;
+    entry[2] = blocks[b].row_start;
+    entry[3] = blocks[b].projection_start;
+  }
   for (int64_t u = 0; u < num_distinct; ++u) {
     const int64_t v = cursor[block[u]]++;
     grouped[u] = static_cast<int32_t>(v);
@@ -336,10 +372,8 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   }
   occurrence_start[0] = 0;
   for (int64_t v = 0; v < num_distinct; ++v) occurrence_start[v + 1] += occurrence_start[v];
-  auto occurrences_t = at::empty({n}, ids.options().dtype(at::kInt));
-  int32_t* occurrences = occurrences_t.data_ptr<int32_t>();
-  std::vector<int32_t> fill(occurrence_start, occurrence_start + num_distinct);
-  for (int64_t j = 0; j < n; ++j) occurrences[fill[grouped[raw_inverse[j]]]++] = static_cast<int32_t>(j);
+  std::vector<int64_t> fill(occurrence_start, occurrence_start + num_distinct);
+  for (int64_t j = 0; j < n; ++j) occurrences[fill[grouped[raw_inverse[j]]]++] = j;
 
   // gather the distinct rows of every block into one packed buffer
   std::vector<int64_t> row_start(k + 1, 0);
@@ -391,31 +425,29 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   }
   for (int64_t v = 0; v < num_distinct; ++v) {
     const float* row = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
-    for (int32_t i = occurrence_start[v] + 1; i < occurrence_start[v + 1]; ++i) {
+    for (int64_t i = occurrence_start[v] + 1; i < occurrence_start[v + 1]; ++i) {
       std::memcpy(out + static_cast<int64_t>(occurrences[i]) * D, row, D * sizeof(float));
     }
   }
 
-  auto bounds_t = at::empty({k + 1}, ids.options());
-  std::memcpy(bounds_t.data_ptr<int64_t>(), bounds.data(), (k + 1) * sizeof(int64_t));
-  return {out_t, start_t, occurrences_t, local_t, bounds_t, rows_t};
+  return {out_t, bookkeeping_t, rows_t};
 }
 
-// grad_out (B, D) float32, any strides, the forward's occurrence lists, local, bounds and rows, the blocks' layout
-// and the flat projections (the tables' values are not needed: the gathered rows are). Returns the gradient of
+// grad_out (B, D) float32, any strides, the forward's bookkeeping and gathered rows, and the flat projections
+// (the tables' values are not needed: the gathered rows are). Returns the gradient of
 // the flat rows (sparse COO (row_numel) with one entry per value of a distinct row, when `sparse`; else dense)
 // and of the flat projections (dense; zero for blocks no id fell in; undefined when there are none).
-std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& start_t,
-                                    const at::Tensor& occurrences_t, const at::Tensor& local_t,
-                                    const at::Tensor& bounds_t, const at::Tensor& rows_t,
-                                    const std::vector<Block>& blocks, const at::Tensor& flat_projections,
-                                    int64_t row_numel, bool sparse) {
+std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& bookkeeping_t,
+                                    const at::Tensor& rows_t, const at::Tensor& flat_projections, int64_t row_numel,
+                                    bool sparse) {
   const int64_t D = grad_out.size(1);
-  const int64_t k = static_cast<int64_t>(blocks.size());
-  const int64_t* bounds = bounds_t.data_ptr<int64_t>();
-  const int64_t* local = local_t.data_ptr<int64_t>();
+  const Bookkeeping kept(bookkeeping_t.data_ptr<int64_t>(), grad_out.size(0));
+  const std::vector<Block> blocks = kept.blocks();
+  const int64_t k = kept.k;
+  const int64_t* bounds = kept.bounds;
+  const int64_t* local = kept.local;
   const SummedGradient summed{grad_out.data_ptr<float>(), grad_out.stride(0), grad_out.stride(1), D,
-                              start_t.data_ptr<int32_t>(), occurrences_t.data_ptr<int32_t>()};
+                              kept.occurrence_start, kept.occurrences};
   const auto options = grad_out.options();
   // the row gradients' values, packed as the gathered rows are (block by block, U_i x d_i each)
   at::Tensor values = at::empty({rows_t.numel()}, options);
@@ -451,7 +483,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
 
   at::Tensor grad_rows;
   if (sparse) {  // one index per value: row_start_i + local_u d_i + q
-    at::Tensor indices = at::empty({1, values.numel()}, local_t.options());
+    at::Tensor indices = at::empty({1, values.numel()}, bookkeeping_t.options());
     int64_t* index = indices.data_ptr<int64_t>();
     for (int64_t b = 0; b < k; ++b) {
       const int64_t d = blocks[b].dim, first = blocks[b].row_start;
@@ -476,22 +508,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   return {grad_rows, flat_projections.numel() > 0 ? grad_projections : at::Tensor()};
 }
 
-// The layout as plain integers (rows, dim, row_start, projection_start per block), for the node's saved data.
-std::vector<int64_t> pack_layout(const std::vector<Block>& blocks) {
-  std::vector<int64_t> packed;
-  for (const Block& b : blocks) packed.insert(packed.end(), {b.rows, b.dim, b.row_start, b.projection_start});
-  return packed;
-}
-
-std::vector<Block> unpack_layout(const std::vector<int64_t>& packed) {
-  std::vector<Block> blocks;
-  for (size_t i = 0; i + 3 < packed.size(); i += 4) {
-    blocks.push_back(Block{packed[i], packed[i + 1], packed[i + 2], packed[i + 3]});
-  }
-  return blocks;
-}
-
-// The autograd node. Inputs: ids (flattened), index_map, offsets, sparse, dims, out_dim, the output's shape (the
+// The autograd node. Inputs: ids (contiguous int64, any shape), index_map, offsets, sparse, dims, out_dim, the output's shape (the
 // ids' shape, then D), the flat rows and the flat projections; gradients flow to the two flat parameters only.
 struct FusedLookup : public torch::autograd::Function<FusedLookup> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& ids, const at::Tensor& index_map,
@@ -502,12 +519,9 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
     std::vector<at::Tensor> outputs = md_forward(ids, index_map, offsets, blocks, flat_rows, flat_projections, out_dim,
                                                  out_shape);
     ctx->saved_data["sparse"] = sparse;
-    ctx->saved_data["layout"] = pack_layout(blocks);
     ctx->saved_data["row_numel"] = flat_rows.numel();
     // the backward reads the gathered rows, not the tables, so only the projections are saved
-    torch::autograd::variable_list saved(outputs.begin() + 1, outputs.end());
-    saved.push_back(flat_projections);
-    ctx->save_for_backward(saved);
+    ctx->save_for_backward({outputs[1], outputs[2], flat_projections});
     return outputs[0];
   }
 
@@ -517,10 +531,9 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
                 "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
                 "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const std::vector<Block> blocks = unpack_layout(ctx->saved_data["layout"].toIntVector());
     const at::Tensor grad_out = grad_outputs[0].reshape({-1, grad_outputs[0].size(-1)});  // a view where it can be
-    std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2], saved[3], saved[4],
-                                                blocks, saved[5], ctx->saved_data["row_numel"].toInt(),
+    std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2],
+                                                ctx->saved_data["row_numel"].toInt(),
                                                 ctx->saved_data["sparse"].toBool());
     // one entry per forward argument: ids, index_map, offsets, sparse, dims, out_dim, out_shape, then the two
     // parameters (whose input edges are 3 and 4: only tensor arguments have edges)
@@ -546,11 +559,12 @@ std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<a
                                     const at::Tensor& flat_projections, const std::vector<int64_t>& dims,
                                     int64_t out_dim) {
   if (!tables_supported(flat_rows, flat_projections)) return std::nullopt;
-  const at::Tensor flat = ids.reshape({-1}).to(at::kLong).contiguous();
-  at::Tensor map = at::empty({0}, flat.options());
-  if (index_map.has_value() && index_map->defined()) {
-    map = index_map->scalar_type() == at::kInt ? index_map->contiguous() : index_map->to(at::kLong).contiguous();
-  }
+  // the kernel reads the ids as one contiguous int64 array of any shape (no copy or view when they are one)
+  const at::Tensor flat = ids.scalar_type() == at::kLong && ids.is_contiguous() ? ids : ids.to(at::kLong).contiguous();
+  const bool mapped = index_map.has_value() && index_map->defined();
+  const at::Tensor map = !mapped ? at::empty({0}, flat.options())  // empty: the ids are positions
+                         : index_map->scalar_type() == at::kInt ? index_map->contiguous()
+                                                                : index_map->to(at::kLong).contiguous();
   std::vector<int64_t> shape = ids.sizes().vec();
   shape.push_back(out_dim);
   return FusedLookup::apply(flat, map, offsets, sparse, dims, out_dim, shape, flat_rows, flat_projections);

@@ -508,8 +508,9 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   return {grad_rows, flat_projections.numel() > 0 ? grad_projections : at::Tensor()};
 }
 
-// The autograd node. Inputs: ids (contiguous int64, any shape), index_map, offsets, sparse, dims, out_dim, the output's shape (the
-// ids' shape, then D), the flat rows and the flat projections; gradients flow to the two flat parameters only.
+// The autograd node. Inputs: ids (contiguous int64, any shape), index_map, offsets, sparse, dims, out_dim, the
+// output's shape (the ids' shape, then D), the flat rows and the flat projections; gradients flow to the two flat
+// parameters only.
 struct FusedLookup : public torch::autograd::Function<FusedLookup> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& ids, const at::Tensor& index_map,
                             const at::Tensor& offsets, bool sparse, const std::vector<int64_t>& dims,

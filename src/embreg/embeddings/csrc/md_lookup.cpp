@@ -23,7 +23,7 @@
 //
 // Everything is single-threaded: at the batch sizes of a training step the work is bound by memory latency
 // (the rare rows' cache misses) and the fixed cost per call, not by arithmetic. The arithmetic that remains is
-// written with GCC/Clang vector types (Floats16) so that its accumulators stay in registers; a compiler
+// written with GCC/Clang vector types (FloatVec) so that its accumulators stay in registers; a compiler
 // without them fails the build, and the layer then takes the tensor ops (see _kernel.py).
 
 #include <torch/extension.h>
@@ -59,34 +59,53 @@ inline void project_row(const float* e, const float* P, int64_t d, int64_t D, fl
   }
 }
 
-// Sixteen floats as one value (GCC/Clang vector extension): one zmm register with AVX-512, two ymm with AVX2.
-// Accumulators held as these stay in registers, where float arrays under `omp simd` were kept on the stack.
-typedef float Floats16 __attribute__((vector_size(64)));
-inline Floats16 load16(const float* p) {
-  Floats16 v;
+// One vector register of floats as a value (GCC/Clang vector extension), as wide as the target's registers:
+// 16 lanes with AVX-512 (32 registers), 8 with AVX (16 registers), else 4 (SSE, NEON). Accumulators held as
+// these stay in registers, where float arrays under `omp simd` were kept on the stack; a vector wider than the
+// registers would be split by the compiler, and slowly.
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+constexpr int64_t kRegisters = 32;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8;
+constexpr int64_t kRegisters = 16;
+#else
+constexpr int64_t kLanes = 4;
+constexpr int64_t kRegisters = 16;
+#endif
+typedef float FloatVec __attribute__((vector_size(kLanes * sizeof(float))));
+inline FloatVec load_vec(const float* p) {
+  FloatVec v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store16(float* p, const Floats16& v) { std::memcpy(p, &v, sizeof v); }
+inline void store_vec(float* p, const FloatVec& v) { std::memcpy(p, &v, sizeof v); }
+
+// How many rows the fixed-width loops below handle per pass at width W: two when two rows' W / kLanes
+// accumulators fill at most half the registers (the rest hold loads and the other operands), else one.
+template <int64_t kWidth>
+constexpr int64_t rows_per_pass() {
+  return 2 * (kWidth / kLanes) <= kRegisters / 2 ? 2 : 1;
+}
 
 // out[r][0:W] = e[r d : r d + d] P for the kRows consecutive gathered rows at e (P is d x W, row-major): each
-// load of P serves every row, and the kRows x W / 16 accumulators are independent (no FMA waits on another).
+// load of P serves every row, and the kRows x W / kLanes accumulators are independent (no FMA waits on another).
 template <int64_t kWidth, int64_t kRows>
 inline void project_rows_fixed(const float* e, const float* P, int64_t d, float* const* out) {
-  constexpr int64_t kVecs = kWidth / 16;
-  Floats16 acc[kRows][kVecs];
+  constexpr int64_t kVecs = kWidth / kLanes;
+  FloatVec acc[kRows][kVecs];
   for (int64_t v = 0; v < kVecs; ++v) {
-    const Floats16 p = load16(P + 16 * v);
+    const FloatVec p = load_vec(P + kLanes * v);
     for (int64_t r = 0; r < kRows; ++r) acc[r][v] = e[r * d] * p;
   }
   for (int64_t q = 1; q < d; ++q) {
     for (int64_t v = 0; v < kVecs; ++v) {
-      const Floats16 p = load16(P + q * kWidth + 16 * v);
+      const FloatVec p = load_vec(P + q * kWidth + kLanes * v);
       for (int64_t r = 0; r < kRows; ++r) acc[r][v] += e[r * d + q] * p;
     }
   }
   for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t v = 0; v < kVecs; ++v) store16(out[r] + 16 * v, acc[r][v]);
+    for (int64_t v = 0; v < kVecs; ++v) store_vec(out[r] + kLanes * v, acc[r][v]);
   }
 }
 
@@ -123,38 +142,48 @@ struct SummedGradient {
   }
 };
 
-// The sum of the 16 lanes of v: halves added as vectors (copies of v's halves compile to register moves), then
-// a tree over the last four lanes.
-inline float sum_lanes(const Floats16& v) {
-  typedef float Floats8 __attribute__((vector_size(32)));
+// The sum of v's lanes: halves added as vectors (copying a half compiles to a register move) down to four
+// lanes, then a tree.
+inline float sum_lanes(const FloatVec& v) {
   typedef float Floats4 __attribute__((vector_size(16)));
-  Floats8 low, high;
-  std::memcpy(&low, &v, sizeof low);
-  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
-  const Floats8 half = low + high;
-  Floats4 first, second;
-  std::memcpy(&first, &half, sizeof first);
-  std::memcpy(&second, reinterpret_cast<const char*>(&half) + sizeof first, sizeof second);
-  const Floats4 quarter = first + second;
+  Floats4 quarter;
+  if constexpr (kLanes == 4) {
+    std::memcpy(&quarter, &v, sizeof quarter);
+  } else {
+    typedef float Floats8 __attribute__((vector_size(32)));
+    Floats8 half;
+    if constexpr (kLanes == 8) {
+      std::memcpy(&half, &v, sizeof half);
+    } else {
+      Floats8 low, high;
+      std::memcpy(&low, &v, sizeof low);
+      std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+      half = low + high;
+    }
+    Floats4 first, second;
+    std::memcpy(&first, &half, sizeof first);
+    std::memcpy(&second, reinterpret_cast<const char*>(&half) + sizeof first, sizeof second);
+    quarter = first + second;
+  }
   return (quarter[0] + quarter[2]) + (quarter[1] + quarter[3]);
 }
 
-// G_v as W / 16 register values (W = kWidth): summed in registers where the output gradient's rows are
+// G_v as W / kLanes register values (W = kWidth): summed in registers where the output gradient's rows are
 // contiguous, else through `buffer` (W floats).
 template <int64_t kWidth>
-inline void summed_row_fixed(const SummedGradient& summed, int64_t v, float* buffer, Floats16* g) {
-  constexpr int64_t kVecs = kWidth / 16;
+inline void summed_row_fixed(const SummedGradient& summed, int64_t v, float* buffer, FloatVec* g) {
+  constexpr int64_t kVecs = kWidth / kLanes;
   if (summed.column_stride == 1) {
     const int64_t begin = summed.occurrence_start[v], end = summed.occurrence_start[v + 1];
     const float* src = summed.grad + summed.occurrences[begin] * summed.row_stride;
-    for (int64_t i = 0; i < kVecs; ++i) g[i] = load16(src + 16 * i);
+    for (int64_t i = 0; i < kVecs; ++i) g[i] = load_vec(src + kLanes * i);
     for (int64_t j = begin + 1; j < end; ++j) {
       src = summed.grad + summed.occurrences[j] * summed.row_stride;
-      for (int64_t i = 0; i < kVecs; ++i) g[i] += load16(src + 16 * i);
+      for (int64_t i = 0; i < kVecs; ++i) g[i] += load_vec(src + kLanes * i);
     }
   } else {
     summed.row(v, buffer);
-    for (int64_t i = 0; i < kVecs; ++i) g[i] = load16(buffer + 16 * i);
+    for (int64_t i = 0; i < kVecs; ++i) g[i] = load_vec(buffer + kLanes * i);
   }
 }
 
@@ -164,24 +193,24 @@ inline void summed_row_fixed(const SummedGradient& summed, int64_t v, float* buf
 template <int64_t kWidth, int64_t kRows>
 inline void rows_backward_fixed(const SummedGradient& summed, int64_t first, const float* e, const float* P,
                                 int64_t d, float* grad_rows, float* grad_projection) {
-  constexpr int64_t kVecs = kWidth / 16;
-  Floats16 g[kRows][kVecs];
+  constexpr int64_t kVecs = kWidth / kLanes;
+  FloatVec g[kRows][kVecs];
   float buffer[kWidth];
   for (int64_t r = 0; r < kRows; ++r) summed_row_fixed<kWidth>(summed, first + r, buffer, g[r]);
   for (int64_t q = 0; q < d; ++q) {
-    Floats16 dot[kRows];
-    Floats16 p = load16(P + q * kWidth);
+    FloatVec dot[kRows];
+    FloatVec p = load_vec(P + q * kWidth);
     for (int64_t r = 0; r < kRows; ++r) dot[r] = p * g[r][0];
     for (int64_t i = 1; i < kVecs; ++i) {
-      p = load16(P + q * kWidth + 16 * i);
+      p = load_vec(P + q * kWidth + kLanes * i);
       for (int64_t r = 0; r < kRows; ++r) dot[r] += p * g[r][i];
     }
     for (int64_t r = 0; r < kRows; ++r) grad_rows[r * d + q] = sum_lanes(dot[r]);
     float* gp = grad_projection + q * kWidth;
     for (int64_t i = 0; i < kVecs; ++i) {
-      Floats16 update = e[q] * g[0][i];
+      FloatVec update = e[q] * g[0][i];
       for (int64_t r = 1; r < kRows; ++r) update += e[r * d + q] * g[r][i];
-      store16(gp + 16 * i, load16(gp + 16 * i) + update);
+      store_vec(gp + kLanes * i, load_vec(gp + kLanes * i) + update);
     }
   }
 }
@@ -189,11 +218,11 @@ inline void rows_backward_fixed(const SummedGradient& summed, int64_t first, con
 // One block's backward at a compile-time width W over its m distinct rows first, first + 1, ...: grad_rows (m x d)
 // = G P^T and grad_projection (d x W, zeroed by the caller) += rows^T G, where G (m x W) is the summed output
 // gradient (each row summed in registers as it is needed, never stored) and rows (m x d) the gathered E_i rows.
-// Rows go two at a time (one at W = 128, whose accumulators would not fit the registers).
+// Rows go rows_per_pass<W>() at a time.
 template <int64_t kWidth>
 void block_backward_fixed(const SummedGradient& summed, int64_t first, const float* rows, const float* P, int64_t m,
                           int64_t d, float* grad_rows, float* grad_projection) {
-  constexpr int64_t kRows = kWidth <= 64 ? 2 : 1;
+  constexpr int64_t kRows = rows_per_pass<kWidth>();
   int64_t u = 0;
   for (; u + kRows <= m; u += kRows) {
     rows_backward_fixed<kWidth, kRows>(summed, first + u, rows + u * d, P, d, grad_rows + u * d, grad_projection);
@@ -400,7 +429,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     const float* src = rows + row_start[b];
     auto first_output = [&](int64_t v) { return out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D; };
     const bool fixed = P != nullptr && with_fixed_width(D, [&](auto W) {
-      constexpr int64_t kRows = W() <= 64 ? 2 : 1;  // 2 x W / 16 accumulators fit the registers up to W = 64
+      constexpr int64_t kRows = rows_per_pass<W()>();
       int64_t v = bounds[b];
       for (; v + kRows <= bounds[b + 1]; v += kRows) {
         float* outputs[kRows];

@@ -49,13 +49,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None
+
 from embreg.embeddings import MixedDimensionEmbedding, md_embedding, memory_report
 from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.functional import _MixedDimensionLookup, mixed_dimension_lookup_reference
 from embreg.train.stats import median_interval, target_verdict
 
-# environment variables that change the C allocator's behaviour (and so the page faults per step): kept with the
-# results and written into the command, e.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...
+# environment variables that change the C allocator's behaviour (and so the page faults per step), kept with the
+# results and written into the command: e.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=N:glibc.malloc.mmap_threshold=N
 ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD")
 SPEED_TARGET = 0.7  # the issue's target: MD throughput >= 0.7x nn.Embedding at the same base dimension
 
@@ -179,12 +184,8 @@ def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], rep
 def minor_page_faults() -> int:
     """The process's minor page faults so far (first touches of fresh memory: on a machine where the C allocator
     hands freed memory back to the system, each step's fresh output buffers fault again; a step's count says
-    how much of its time went there). -1 where ``resource`` is unavailable."""
-    try:
-        import resource
-    except ImportError:
-        return -1
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    how much of its time went there). -1 where ``resource`` is unavailable (Windows)."""
+    return -1 if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from embreg.embeddings._checks import ID_DTYPES, check_ids, check_int, check_sizes
-from embreg.embeddings._kernel import fused_lookup
+from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.blocking import Blocking
 from embreg.embeddings.flat import flat_mixed_dimension_lookup, split_flat
 from embreg.embeddings.sizing import md_parameter_count
@@ -217,11 +217,13 @@ class MixedDimensionEmbedding(nn.Module):
         projections = self.flat_projections
         if projections is None:
             projections = self.flat_rows.new_empty(0)
-        if isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.numel() > 0 and ids.device.type == "cpu":
+        kernel = fused_kernel()  # called here, not through _kernel.fused_lookup: one Python call less per step
+        if kernel is not None and isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.is_cpu \
+                and ids.numel() > 0:
             # the fused kernel maps and range-checks the ids itself; a rejected id gets the library's error
             try:
-                out = fused_lookup(ids, self.index_map, self.offsets, self.flat_rows, projections, self.block_dims,
-                                   self.embedding_dim, sparse=self.sparse)
+                out = kernel.lookup(ids, self.index_map, self.offsets, self.sparse, self.flat_rows, projections,
+                                    self.block_dims, self.embedding_dim)
             except RuntimeError:
                 check_ids(ids, self.num_embeddings)
                 raise

@@ -280,10 +280,11 @@ std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<i
 }
 
 // What the backward needs from the forward besides the gathered rows, in one int64 tensor (one allocation and
-// one saved variable, not five): [U, k, occurrence_start (U + 1), occurrences (B), local (U), bounds (k + 1),
-// layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are occurrences[occurrence_start[v]
-// ... occurrence_start[v + 1]), in order; local[v] is its row within its block; block i's distinct rows are
-// [bounds[i], bounds[i + 1]); layout holds each block's (rows, dim, row_start, projection_start).
+// one saved variable instead of four tensors and a list): [U, k, occurrence_start (U + 1), occurrences (B),
+// local (U), bounds (k + 1), layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are
+// occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order; local[v] is its row within its block;
+// block i's distinct rows are [bounds[i], bounds[i + 1]); layout holds each block's (rows, dim, row_start,
+// projection_start).
 struct Bookkeeping {
   int64_t distinct, k;
   int64_t *occurrence_start, *occurrences, *local, *bounds, *layout;
@@ -427,7 +428,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     const int64_t d = blocks[b].dim;
     const float* P = blocks[b].identity() ? nullptr : P_all + blocks[b].projection_start;
     const float* src = rows + row_start[b];
-    auto first_output = [&](int64_t v) { return out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D; };
+    auto first_output = [&](int64_t v) { return out + occurrences[occurrence_start[v]] * D; };
     const bool fixed = P != nullptr && with_fixed_width(D, [&](auto W) {
       constexpr int64_t kRows = rows_per_pass<W()>();
       int64_t v = bounds[b];
@@ -453,9 +454,9 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
     }
   }
   for (int64_t v = 0; v < num_distinct; ++v) {
-    const float* row = out + static_cast<int64_t>(occurrences[occurrence_start[v]]) * D;
+    const float* row = out + occurrences[occurrence_start[v]] * D;
     for (int64_t i = occurrence_start[v] + 1; i < occurrence_start[v + 1]; ++i) {
-      std::memcpy(out + static_cast<int64_t>(occurrences[i]) * D, row, D * sizeof(float));
+      std::memcpy(out + occurrences[i] * D, row, D * sizeof(float));
     }
   }
 

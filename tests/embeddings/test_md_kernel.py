@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _md_kernel_cases import small_layer as _layer
+from _md_kernel_cases import values_and_grads as _value_and_grads
 from _native_backends import require_kernel
 
-from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks
+from embreg.embeddings import MixedDimensionEmbedding
 from embreg.embeddings import _kernel, flat
 from embreg.errors import EmbregError
 
@@ -16,32 +18,8 @@ def kernel(monkeypatch: pytest.MonkeyPatch):
     return require_kernel(monkeypatch, "EMBREG_MD_KERNEL", _kernel.fused_kernel)
 
 
-def _layer(sparse: bool = False, rows: int = 300, dims=(16, 9, 4, 1), dtype=torch.float32) -> MixedDimensionEmbedding:
-    torch.manual_seed(0)
-    freq = torch.arange(rows, 0, -1, dtype=torch.float64) ** -1.1
-    blocking = equipartition_blocks(freq[torch.randperm(rows)], len(dims))
-    return MixedDimensionEmbedding.from_blocking(blocking, list(dims), dims[0], sparse=sparse, dtype=dtype)
-
-
 def _flat(layer: MixedDimensionEmbedding):
     return layer.flat_rows, layer.flat_projections
-
-
-def _value_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream: torch.Tensor, fused: bool):
-    """Output and both parameters' (dense) gradients, through the kernel or through the tensor-op node."""
-    for p in layer.parameters():
-        p.grad = None
-    if fused:
-        out = _kernel.fused_lookup(ids, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
-                                   layer.embedding_dim, sparse=layer.sparse)
-    else:
-        positions = layer.positions(ids).reshape(-1)
-        out = flat._FlatMixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, layer.layout,
-                                                         *_flat(layer)).reshape(*ids.shape, -1)
-    (out * upstream).sum().backward()
-    grads = [None if p.grad is None else (p.grad.to_dense() if p.grad.is_sparse else p.grad)
-             for p in layer.parameters()]
-    return out.detach(), grads
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -79,7 +57,7 @@ def test_strided_upstream_gradient_of_a_sum(kernel) -> None:
     layer = _layer()
     ids = torch.randint(0, 300, (500,), generator=torch.Generator().manual_seed(3))
     ones = torch.ones(500, 16)
-    _, grads = _value_and_grads(layer, ids, ones, fused=True)  # (out * ones).sum(): a contiguous upstream
+    _, grads = _value_and_grads(layer, ids, ones, fused=True)  # a contiguous upstream
     for p in layer.parameters():
         p.grad = None
     layer(ids).sum().backward()  # the sum's upstream is an expanded (stride 0) tensor
@@ -92,8 +70,7 @@ def test_column_strided_upstream_gradient(kernel, sparse: bool) -> None:
     layer = _layer(sparse, dims=(64, 40, 17, 3))
     ids = torch.randint(0, 300, (200,), generator=torch.Generator().manual_seed(4))
     upstream = torch.randn(64, 200, generator=torch.Generator().manual_seed(5)).t()  # strides (1, 200)
-    layer(ids).backward(upstream)
-    got = [p.grad.to_dense() if p.grad.is_sparse else p.grad for p in layer.parameters()]
+    _, got = _value_and_grads(layer, ids, upstream, fused=True)
     _, want = _value_and_grads(layer, ids, upstream.contiguous(), fused=False)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)

@@ -11,10 +11,10 @@ import warnings
 
 import pytest
 import torch
+from _md_kernel_cases import small_layer, values_and_grads
 
 from embreg._native import NativeKernel
-from embreg.embeddings import MixedDimensionEmbedding, equipartition_blocks
-from embreg.embeddings import _kernel, flat
+from embreg.embeddings import _kernel
 
 ISA_FLAGS = {"avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "sse": ["-mno-avx", "-mno-avx2", "-mno-avx512f"]}
 
@@ -50,32 +50,16 @@ def isa_kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return request.param
 
 
-def _values_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream: torch.Tensor, fused: bool):
-    for p in layer.parameters():
-        p.grad = None
-    if fused:
-        out = layer(ids)
-        assert _kernel.kernel_applies(layer.flat_rows, layer.flat_projections)
-    else:
-        out = flat._FlatMixedDimensionLookup.apply(layer.positions(ids).reshape(-1), layer.offsets, layer.sparse,
-                                                   layer.layout, layer.flat_rows, layer.flat_projections)
-        out = out.reshape(*ids.shape, -1)
-    out.backward(upstream)
-    return [out.detach()] + [p.grad.to_dense() if p.grad.is_sparse else p.grad for p in layer.parameters()]
-
-
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("dims", [(16, 9, 4, 1), (32, 20, 3), (64, 40, 17, 3), (128, 70, 9, 1), (12, 5, 2)])
 def test_narrower_builds_match_the_tensor_op_lookup(isa_kernel: str, sparse: bool, dims: tuple[int, ...]) -> None:
-    torch.manual_seed(0)
-    freq = torch.arange(300, 0, -1, dtype=torch.float64) ** -1.1
-    blocking = equipartition_blocks(freq[torch.randperm(300)], len(dims))
-    layer = MixedDimensionEmbedding.from_blocking(blocking, list(dims), dims[0], sparse=sparse)
+    layer = small_layer(sparse, dims=dims)
     ids = torch.randint(0, 300, (37, 11), generator=torch.Generator().manual_seed(1))  # repeats within the batch
     dense_upstream = torch.randn(37, 11, dims[0], generator=torch.Generator().manual_seed(2))
     strided_upstream = torch.randn(dims[0], 11, 37, generator=torch.Generator().manual_seed(3)).permute(2, 1, 0)
     for upstream in (dense_upstream, strided_upstream, torch.ones(1).expand(37, 11, dims[0])):
-        got = _values_and_grads(layer, ids, upstream, fused=True)
-        want = _values_and_grads(layer, ids, upstream, fused=False)
-        for g, w in zip(got, want):
+        out, grads = values_and_grads(layer, ids, upstream, fused=True)
+        ref_out, ref_grads = values_and_grads(layer, ids, upstream, fused=False)
+        torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
+        for g, w in zip(grads, ref_grads):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)

@@ -58,7 +58,8 @@ def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, offsets: tor
                  flat_projections: torch.Tensor, block_dims: Sequence[int], base_dim: int, *,
                  sparse: bool) -> torch.Tensor | None:
     """The lookup through the kernel, or None where it does not apply (see :func:`kernel_applies`; the kernel
-    checks the parameters itself, so a hot loop pays no Python check per call).
+    checks the parameters itself, so a hot loop pays no Python check per call). ``MixedDimensionEmbedding``
+    calls the compiled module itself, with the same arguments, to save this call on each step.
 
     Args:
         ids: (...) integer ids on the CPU; each must be in ``[0, offsets[-1])`` (the kernel raises

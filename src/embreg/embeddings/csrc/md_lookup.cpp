@@ -293,10 +293,17 @@ struct Bookkeeping {
     return 2 + (distinct + 1) + n + distinct + (k + 1) + 4 * k;
   }
 
-  // The view of a buffer of numel(...) values for a batch of n ids (its first two values already written).
+  // The view of a filled buffer of numel(...) values, for a batch of n ids.
   Bookkeeping(int64_t* base, int64_t n)
       : distinct(base[0]), k(base[1]), occurrence_start(base + 2), occurrences(occurrence_start + distinct + 1),
         local(occurrences + n), bounds(local + distinct), layout(bounds + k + 1) {}
+
+  // The view of a fresh buffer of numel(distinct, n, k) values, its two sizes written.
+  static Bookkeeping start(int64_t* base, int64_t distinct, int64_t n, int64_t k) {
+    base[0] = distinct;
+    base[1] = k;
+    return Bookkeeping(base, n);
+  }
 
   std::vector<Block> blocks() const {
     std::vector<Block> out;
@@ -380,9 +387,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
   std::vector<int32_t> grouped(num_distinct);
   auto bookkeeping_t = at::empty({Bookkeeping::numel(num_distinct, n, k)}, ids.options());
-  bookkeeping_t.data_ptr<int64_t>()[0] = num_distinct;
-  bookkeeping_t.data_ptr<int64_t>()[1] = k;
-  const Bookkeeping kept(bookkeeping_t.data_ptr<int64_t>(), n);
+  const Bookkeeping kept = Bookkeeping::start(bookkeeping_t.data_ptr<int64_t>(), num_distinct, n, k);
   int64_t* local = kept.local;
   int64_t* occurrence_start = kept.occurrence_start;
   int64_t* occurrences = kept.occurrences;

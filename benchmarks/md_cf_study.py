@@ -177,8 +177,8 @@ def efficiency_markdown(eff: dict) -> str:
                          f"{m['embedding_parameters']:.0f} embedding parameters "
                          f"({eff[reading]['parameter_ratio']:.2f}x), test MSE {m['test_mse']:.5f} ± "
                          f"{m['test_mse_std']:.5f}." if m else "no MD configuration reached it."))
-    lines += ["", "| budget | uniform test MSE | best alpha (on test) | MD test MSE | alpha chosen on val. | MD test MSE |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| budget | uniform test MSE | best alpha (on test) | MD test MSE | alpha chosen on val. "
+                  "| MD test MSE |", "|---|---|---|---|---|---|"]
     for r in eff["per_budget"]:
         lines.append(f"| {r['budget']:.0f} | {r['uniform_test_mse']:.4f} ± {r['uniform_std']:.4f} | "
                      f"{r['best_alpha']:.1f} | {r['md_test_mse']:.4f} ± {r['md_std']:.4f} | {r['val_alpha']:.1f} | "

@@ -105,6 +105,65 @@ def test_integer_id_dtypes_and_shapes(kernel) -> None:
     torch.testing.assert_close(layer(ids.transpose(0, 2)), expected.transpose(0, 2))  # non-contiguous ids
 
 
+def test_small_integer_id_dtypes_are_served_by_the_kernel(kernel) -> None:
+    layer = _layer()
+    ids = torch.randint(0, 120, (9, 2), generator=torch.Generator().manual_seed(5))
+    expected = layer(ids)
+    for dtype in (torch.int16, torch.int8, torch.uint8):
+        out = _kernel.fused_lookup(ids.to(dtype), layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
+                                   layer.embedding_dim, sparse=False)
+        assert out is not None, dtype
+        torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint16])
+def test_ids_the_kernel_does_not_serve_get_the_layers_error(kernel, dtype: torch.dtype) -> None:
+    layer = _layer()
+    ids = torch.tensor([0, 1]).to(dtype)
+    assert _kernel.fused_lookup(ids, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
+                                layer.embedding_dim, sparse=False) is None
+    with pytest.raises(EmbregError, match=f"ids must have an integer dtype, got {dtype}"):
+        layer(ids)
+
+
+def test_an_empty_batch_is_left_to_the_tensor_ops(kernel) -> None:
+    layer = _layer(sparse=True)
+    empty = torch.zeros(0, 3, dtype=torch.int64)
+    assert _kernel.fused_lookup(empty, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
+                                layer.embedding_dim, sparse=True) is None
+    assert layer(empty).shape == (0, 3, 16)
+
+
+def test_a_layer_without_projections_runs_in_the_kernel(kernel) -> None:
+    layer = _layer(dims=(8, 8, 8))
+    assert layer.flat_projections is None
+    ids = torch.tensor([[0, 299], [5, 5]])
+    out = _kernel.fused_kernel().lookup(ids, layer.index_map, layer.offsets, False, layer.flat_rows, None,
+                                        layer.block_dims, layer.embedding_dim)
+    assert out is not None and out.grad_fn is not None
+    torch.testing.assert_close(out, layer.flat_rows.view(-1, 8)[layer.positions(ids)])
+    out.sum().backward()
+    assert layer.flat_rows.grad.view(-1, 8).sum(1).count_nonzero() == 3  # three distinct rows
+
+
+class _Doubled(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+
+def test_parametrized_tables_are_read_through_the_parametrization(kernel) -> None:
+    """A parametrization moves ``flat_rows`` out of the layer's parameter dict; the layer then reads it as an
+    attribute (through the parametrization), not from the dict."""
+    layer = _layer()
+    ids = torch.randint(0, 300, (20,), generator=torch.Generator().manual_seed(6))
+    expected = layer(ids).detach()
+    torch.nn.utils.parametrize.register_parametrization(layer, "flat_rows", _Doubled())
+    out = layer(ids)
+    torch.testing.assert_close(out, 2 * expected)  # the lookup is linear in the rows
+    out.sum().backward()
+    assert layer.parametrizations.flat_rows.original.grad is not None
+
+
 def test_float64_tables_take_the_tensor_ops(kernel) -> None:
     layer = _layer(dtype=torch.float64)
     assert not _kernel.kernel_applies(*_flat(layer))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from embreg.embeddings._checks import ID_DTYPES, check_ids, check_int, check_sizes
+from embreg.embeddings._checks import check_ids, check_int, check_sizes
 from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.blocking import Blocking
 from embreg.embeddings.flat import flat_mixed_dimension_lookup, split_flat
@@ -214,21 +214,29 @@ class MixedDimensionEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Vectors ``(..., D)`` of the caller ids ``(...)``."""
-        projections = self.flat_projections
-        if projections is None:
-            projections = self.flat_rows.new_empty(0)
         kernel = fused_kernel()  # called here, not through _kernel.fused_lookup: one Python call less per step
-        if kernel is not None and isinstance(ids, torch.Tensor) and ids.dtype in ID_DTYPES and ids.is_cpu \
-                and ids.numel() > 0:
-            # the fused kernel maps and range-checks the ids itself; a rejected id gets the library's error
+        if kernel is not None and isinstance(ids, torch.Tensor):
+            # the fused kernel checks the ids' dtype and device and the parameters itself (None: it does not
+            # serve them), and maps and range-checks the ids; a rejected id gets the library's error. The
+            # parameters and buffers are read from their dicts, not through nn.Module.__getattr__ (a few
+            # microseconds a step at small batches), unless something (e.g. a parametrization) moved them.
             try:
-                out = kernel.lookup(ids, self.index_map, self.offsets, self.sparse, self.flat_rows, projections,
-                                    self.block_dims, self.embedding_dim)
+                rows, projections = self._parameters["flat_rows"], self._parameters["flat_projections"]
+                index_map, offsets = self._buffers["index_map"], self._buffers["offsets"]
+            except KeyError:
+                rows, projections, index_map, offsets = (self.flat_rows, self.flat_projections, self.index_map,
+                                                         self.offsets)
+            try:
+                out = kernel.lookup(ids, index_map, offsets, self.sparse, rows, projections, self.block_dims,
+                                    self.embedding_dim)
             except RuntimeError:
                 check_ids(ids, self.num_embeddings)
                 raise
             if out is not None:
                 return out
+        projections = self.flat_projections
+        if projections is None:
+            projections = self.flat_rows.new_empty(0)
         return flat_mixed_dimension_lookup(self.positions(ids), self.flat_rows, projections, self.block_rows,
                                            self.block_dims, self.offsets, self.embedding_dim, sparse=self.sparse)
 

@@ -280,28 +280,34 @@ std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<i
 }
 
 // What the backward needs from the forward besides the gathered rows, in one int64 tensor (one allocation and
-// one saved variable instead of four tensors and a list): [U, k, occurrence_start (U + 1), occurrences (B),
-// local (U), bounds (k + 1), layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are
+// one saved variable instead of four tensors, a list and two saved scalars): [U, k, sparse, row_numel,
+// occurrence_start (U + 1), occurrences (B), local (U), bounds (k + 1), layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are
 // occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order; local[v] is its row within its block;
 // block i's distinct rows are [bounds[i], bounds[i + 1]); layout holds each block's (rows, dim, row_start,
-// projection_start).
+// projection_start); sparse (0 or 1) whether the flat rows get a sparse gradient, row_numel their size.
 struct Bookkeeping {
+  static constexpr int64_t kHeader = 4;
   int64_t distinct, k;
+  bool sparse;
+  int64_t row_numel;
   int64_t *occurrence_start, *occurrences, *local, *bounds, *layout;
 
   static int64_t numel(int64_t distinct, int64_t n, int64_t k) {
-    return 2 + (distinct + 1) + n + distinct + (k + 1) + 4 * k;
+    return kHeader + (distinct + 1) + n + distinct + (k + 1) + 4 * k;
   }
 
   // The view of a filled buffer of numel(...) values, for a batch of n ids.
   Bookkeeping(int64_t* base, int64_t n)
-      : distinct(base[0]), k(base[1]), occurrence_start(base + 2), occurrences(occurrence_start + distinct + 1),
-        local(occurrences + n), bounds(local + distinct), layout(bounds + k + 1) {}
+      : distinct(base[0]), k(base[1]), sparse(base[2] != 0), row_numel(base[3]), occurrence_start(base + kHeader),
+        occurrences(occurrence_start + distinct + 1), local(occurrences + n), bounds(local + distinct),
+        layout(bounds + k + 1) {}
 
-  // The view of a fresh buffer of numel(distinct, n, k) values, its two sizes written.
-  static Bookkeeping start(int64_t* base, int64_t distinct, int64_t n, int64_t k) {
+  // The view of a fresh buffer of numel(distinct, n, k) values, its header written.
+  static Bookkeeping start(int64_t* base, int64_t distinct, int64_t n, int64_t k, bool sparse, int64_t row_numel) {
     base[0] = distinct;
     base[1] = k;
+    base[2] = sparse ? 1 : 0;
+    base[3] = row_numel;
     return Bookkeeping(base, n);
   }
 
@@ -316,13 +322,13 @@ struct Bookkeeping {
 };
 
 // ids (B values, contiguous int64, any shape); index_map (N) int32/int64 or empty; offsets (k + 1) int64; the
-// blocks' layout in the flat rows and flat projections (float32). Returns out (B, D), allocated with shape
-// out_shape (the ids' shape, then D); the bookkeeping (see Bookkeeping); and rows (sum_i U_i d_i) float32 (the
-// gathered distinct rows, block by block, for the backward).
+// blocks' layout in the flat rows and flat projections (float32); sparse: the flat rows' gradient is to be
+// sparse. Returns out (B, D), allocated with shape out_shape (the ids' shape, then D); the bookkeeping (see
+// Bookkeeping); and rows (sum_i U_i d_i) float32 (the gathered distinct rows, block by block, for the backward).
 std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& index_map, const at::Tensor& offsets_t,
                                    const std::vector<Block>& blocks, const at::Tensor& flat_rows,
                                    const at::Tensor& flat_projections, int64_t out_dim,
-                                   const std::vector<int64_t>& out_shape) {
+                                   const std::vector<int64_t>& out_shape, bool sparse) {
   const int64_t n = ids.numel();
   const int64_t k = static_cast<int64_t>(blocks.size());
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
@@ -387,7 +393,8 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   std::vector<int64_t> cursor(bounds.begin(), bounds.end() - 1);
   std::vector<int32_t> grouped(num_distinct);
   auto bookkeeping_t = at::empty({Bookkeeping::numel(num_distinct, n, k)}, ids.options());
-  const Bookkeeping kept = Bookkeeping::start(bookkeeping_t.data_ptr<int64_t>(), num_distinct, n, k);
+  const Bookkeeping kept =
+      Bookkeeping::start(bookkeeping_t.data_ptr<int64_t>(), num_distinct, n, k, sparse, flat_rows.numel());
   int64_t* local = kept.local;
   int64_t* occurrence_start = kept.occurrence_start;
   int64_t* occurrences = kept.occurrences;
@@ -468,17 +475,24 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   return {out_t, bookkeeping_t, rows_t};
 }
 
+// A float32 CPU tensor of n zeros: at::empty and a memset, without at::zeros's dispatched fill (a few
+// microseconds of a small batch's step).
+at::Tensor zeros_1d(int64_t n, const at::TensorOptions& options) {
+  at::Tensor out = at::empty({n}, options);
+  if (n > 0) std::memset(out.data_ptr<float>(), 0, n * sizeof(float));
+  return out;
+}
+
 // grad_out (B, D) float32, any strides, the forward's bookkeeping and gathered rows, and the flat projections
-// (the tables' values are not needed: the gathered rows are). Returns the gradient of
-// the flat rows (sparse COO (row_numel) with one entry per value of a distinct row, when `sparse`; else dense)
-// and of the flat projections (dense; zero for blocks no id fell in; undefined when there are none).
+// (the tables' values are not needed: the gathered rows are). Returns the gradient of the flat rows (sparse
+// COO (row_numel) with one entry per value of a distinct row, when the bookkeeping says sparse; else dense) and
+// of the flat projections (dense; zero for blocks no id fell in; undefined when there are none).
 std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor& bookkeeping_t,
-                                    const at::Tensor& rows_t, const at::Tensor& flat_projections, int64_t row_numel,
-                                    bool sparse) {
+                                    const at::Tensor& rows_t, const at::Tensor& flat_projections) {
   const int64_t D = grad_out.size(1);
   const Bookkeeping kept(bookkeeping_t.data_ptr<int64_t>(), grad_out.size(0));
   const std::vector<Block> blocks = kept.blocks();
-  const int64_t k = kept.k;
+  const int64_t k = kept.k, row_numel = kept.row_numel;
   const int64_t* bounds = kept.bounds;
   const int64_t* local = kept.local;
   const SummedGradient summed{grad_out.data_ptr<float>(), grad_out.stride(0), grad_out.stride(1), D,
@@ -486,7 +500,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   const auto options = grad_out.options();
   // the row gradients' values, packed as the gathered rows are (block by block, U_i x d_i each)
   at::Tensor values = at::empty({rows_t.numel()}, options);
-  at::Tensor grad_projections = at::zeros({flat_projections.numel()}, options);
+  at::Tensor grad_projections = zeros_1d(flat_projections.numel(), options);
   const float* gathered = rows_t.data_ptr<float>();
   float* value_ptr = values.data_ptr<float>();
   int64_t row_offset = 0;
@@ -517,7 +531,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
   }
 
   at::Tensor grad_rows;
-  if (sparse) {  // one index per value: row_start_i + local_u d_i + q
+  if (kept.sparse) {  // one index per value: row_start_i + local_u d_i + q
     at::Tensor indices = at::empty({1, values.numel()}, bookkeeping_t.options());
     int64_t* index = indices.data_ptr<int64_t>();
     for (int64_t b = 0; b < k; ++b) {
@@ -529,7 +543,7 @@ std::vector<at::Tensor> md_backward(const at::Tensor& grad_out, const at::Tensor
     }
     grad_rows = at::_sparse_coo_tensor_unsafe(indices, values, {row_numel}, options.layout(at::kSparse));
   } else {
-    grad_rows = at::zeros({row_numel}, options);
+    grad_rows = zeros_1d(row_numel, options);
     float* dense = grad_rows.data_ptr<float>();
     const float* src = value_ptr;
     for (int64_t b = 0; b < k; ++b) {
@@ -553,9 +567,7 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
                             const at::Tensor& flat_projections) {
     const std::vector<Block> blocks = block_layout(offsets, dims, out_dim, flat_rows.numel(), flat_projections.numel());
     std::vector<at::Tensor> outputs = md_forward(ids, index_map, offsets, blocks, flat_rows, flat_projections, out_dim,
-                                                 out_shape);
-    ctx->saved_data["sparse"] = sparse;
-    ctx->saved_data["row_numel"] = flat_rows.numel();
+                                                 out_shape, sparse);
     // the backward reads the gathered rows, not the tables, so only the projections are saved
     ctx->save_for_backward({outputs[1], outputs[2], flat_projections});
     return outputs[0];
@@ -567,13 +579,14 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
                 "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
                 "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor grad_out = grad_outputs[0].reshape({-1, grad_outputs[0].size(-1)});  // a view where it can be
-    std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2],
-                                                ctx->saved_data["row_numel"].toInt(),
-                                                ctx->saved_data["sparse"].toBool());
+    const at::Tensor& upstream = grad_outputs[0];  // (..., D): (B, D) as it is, else a view where it can be
+    const at::Tensor grad_out = upstream.dim() == 2 ? upstream : upstream.reshape({-1, upstream.size(-1)});
+    std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2]);
     // one entry per forward argument: ids, index_map, offsets, sparse, dims, out_dim, out_shape, then the two
     // parameters (whose input edges are 3 and 4: only tensor arguments have edges)
-    torch::autograd::variable_list result(7);
+    torch::autograd::variable_list result;
+    result.reserve(9);
+    result.resize(7);
     result.push_back(ctx->needs_input_grad(3) ? grads[0] : at::Tensor());
     result.push_back(ctx->needs_input_grad(4) ? grads[1] : at::Tensor());
     return result;
@@ -588,13 +601,33 @@ bool tables_supported(const at::Tensor& flat_rows, const at::Tensor& flat_projec
   return supported(flat_rows) && supported(flat_projections);
 }
 
-// The lookup of ids of any shape and integer dtype -> (..., D), or None where the parameters are not supported
-// (the caller then takes the tensor ops). index_map: None or (N) integer; dims: d_i per block.
+// Whether the node serves these ids: at least one, on the CPU, of an id dtype the layer accepts (int64, int32,
+// int16, int8, uint8; others take the tensor ops, whose checks reject them with the library's error).
+bool ids_supported(const at::Tensor& ids) {
+  switch (ids.scalar_type()) {
+    case at::kLong:
+    case at::kInt:
+    case at::kShort:
+    case at::kChar:
+    case at::kByte:
+      return ids.device().is_cpu() && ids.numel() > 0;
+    default:
+      return false;
+  }
+}
+
+// The lookup of ids of any shape -> (..., D), or None where the node does not serve the ids or the parameters
+// (the caller then takes the tensor ops; it makes no check of its own, so a step pays for none in Python).
+// index_map: None or (N) integer; flat_projections: None when every block is at d_i == D; dims: d_i per block.
 std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<at::Tensor>& index_map,
                                     const at::Tensor& offsets, bool sparse, const at::Tensor& flat_rows,
-                                    const at::Tensor& flat_projections, const std::vector<int64_t>& dims,
-                                    int64_t out_dim) {
-  if (!tables_supported(flat_rows, flat_projections)) return std::nullopt;
+                                    const std::optional<at::Tensor>& flat_projections,
+                                    const std::vector<int64_t>& dims, int64_t out_dim) {
+  if (!ids_supported(ids)) return std::nullopt;
+  const at::Tensor projections = flat_projections.has_value() && flat_projections->defined()
+                                     ? *flat_projections
+                                     : at::empty({0}, flat_rows.options());  // none: every block is identity
+  if (!tables_supported(flat_rows, projections)) return std::nullopt;
   // the kernel reads the ids as one contiguous int64 array of any shape (no copy or view when they are one)
   const at::Tensor flat = ids.scalar_type() == at::kLong && ids.is_contiguous() ? ids : ids.to(at::kLong).contiguous();
   const bool mapped = index_map.has_value() && index_map->defined();
@@ -603,7 +636,7 @@ std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<a
                                                                 : index_map->to(at::kLong).contiguous();
   std::vector<int64_t> shape = ids.sizes().vec();
   shape.push_back(out_dim);
-  return FusedLookup::apply(flat, map, offsets, sparse, dims, out_dim, shape, flat_rows, flat_projections);
+  return FusedLookup::apply(flat, map, offsets, sparse, dims, out_dim, shape, flat_rows, projections);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

@@ -55,19 +55,20 @@ def kernel_applies(flat_rows: torch.Tensor, flat_projections: torch.Tensor) -> b
 
 
 def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, offsets: torch.Tensor, flat_rows: torch.Tensor,
-                 flat_projections: torch.Tensor, block_dims: Sequence[int], base_dim: int, *,
+                 flat_projections: torch.Tensor | None, block_dims: Sequence[int], base_dim: int, *,
                  sparse: bool) -> torch.Tensor | None:
-    """The lookup through the kernel, or None where it does not apply (see :func:`kernel_applies`; the kernel
-    checks the parameters itself, so a hot loop pays no Python check per call). ``MixedDimensionEmbedding``
+    """The lookup through the kernel, or None where it does not apply: parameters it does not serve (see
+    :func:`kernel_applies`), ids that are not int64/int32/int16/int8/uint8 on the CPU, or an empty batch. The
+    kernel makes these checks itself, so a hot loop pays no Python check per call. ``MixedDimensionEmbedding``
     calls the compiled module itself, with the same arguments, to save this call on each step.
 
     Args:
-        ids: (...) integer ids on the CPU; each must be in ``[0, offsets[-1])`` (the kernel raises
-            ``RuntimeError`` naming the first one that is not).
+        ids: (...) integer ids; each must be in ``[0, offsets[-1])`` (the kernel raises ``RuntimeError``
+            naming the first one that is not).
         index_map: (N,) int32/int64 position of each id in the blocked order, or None (ids are positions).
         offsets: (k + 1,) int64 block start positions.
-        flat_rows, flat_projections, block_dims, base_dim, sparse: as
-            :func:`embreg.embeddings.flat.flat_mixed_dimension_lookup`.
+        flat_rows, block_dims, base_dim, sparse: as :func:`embreg.embeddings.flat.flat_mixed_dimension_lookup`.
+        flat_projections: as there, or None when every block is at the base dimension.
 
     Returns:
         (..., D) float32 vectors, or None.

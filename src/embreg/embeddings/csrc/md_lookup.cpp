@@ -281,10 +281,11 @@ std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<i
 
 // What the backward needs from the forward besides the gathered rows, in one int64 tensor (one allocation and
 // one saved variable instead of four tensors, a list and two saved scalars): [U, k, sparse, row_numel,
-// occurrence_start (U + 1), occurrences (B), local (U), bounds (k + 1), layout (4 k)]. U distinct rows, grouped by block: the ids of distinct row v are
-// occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order; local[v] is its row within its block;
-// block i's distinct rows are [bounds[i], bounds[i + 1]); layout holds each block's (rows, dim, row_start,
-// projection_start); sparse (0 or 1) whether the flat rows get a sparse gradient, row_numel their size.
+// occurrence_start (U + 1), occurrences (B), local (U), bounds (k + 1), layout (4 k)]. U distinct rows, grouped
+// by block: the ids of distinct row v are occurrences[occurrence_start[v] ... occurrence_start[v + 1]), in order;
+// local[v] is its row within its block; block i's distinct rows are [bounds[i], bounds[i + 1]); layout holds each
+// block's (rows, dim, row_start, projection_start); sparse (0 or 1) says whether the flat rows get a sparse
+// gradient, row_numel is their number of values.
 struct Bookkeeping {
   static constexpr int64_t kHeader = 4;
   int64_t distinct, k;

@@ -60,10 +60,9 @@ def flat_mixed_dimension_lookup(
     """
     if positions.numel() == 0:
         return flat_rows.new_zeros(*positions.shape, base_dim)
-    if positions.device.type == "cpu":
-        out = fused_lookup(positions, None, offsets, flat_rows, flat_projections, block_dims, base_dim, sparse=sparse)
-        if out is not None:
-            return out
+    out = fused_lookup(positions, None, offsets, flat_rows, flat_projections, block_dims, base_dim, sparse=sparse)
+    if out is not None:  # None: the kernel does not serve these ids or parameters (e.g. CUDA, float64)
+        return out
     layout = (tuple(block_rows), tuple(block_dims), base_dim)
     out = _FlatMixedDimensionLookup.apply(positions.reshape(-1), offsets, sparse, layout, flat_rows, flat_projections)
     return out.reshape(*positions.shape, base_dim)

@@ -585,11 +585,9 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
     std::vector<at::Tensor> grads = md_backward(grad_out, saved[0], saved[1], saved[2]);
     // one entry per forward argument: ids, index_map, offsets, sparse, dims, out_dim, out_shape, then the two
     // parameters (whose input edges are 3 and 4: only tensor arguments have edges)
-    torch::autograd::variable_list result;
-    result.reserve(9);
-    result.resize(7);
-    result.push_back(ctx->needs_input_grad(3) ? grads[0] : at::Tensor());
-    result.push_back(ctx->needs_input_grad(4) ? grads[1] : at::Tensor());
+    torch::autograd::variable_list result(9);
+    if (ctx->needs_input_grad(3)) result[7] = grads[0];
+    if (ctx->needs_input_grad(4)) result[8] = grads[1];
     return result;
   }
 };

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from md_study_sweep import RunLog, ordered_alphas, tune_point, tuning_markdown
+from md_study_sweep import RunLog, efficiency, efficiency_markdown, ordered_alphas, tune_point, tuning_markdown
 
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
@@ -112,78 +113,6 @@ def summarise(rows: list[dict]) -> list[dict]:
         entry["user_dims"], entry["item_dims"] = group[0]["user_embedding_dims"], group[0]["item_embedding_dims"]
         out.append(entry)
     return out
-
-
-def _matching(reference: dict, candidates: list[dict]) -> dict | None:
-    """The candidate with the fewest embedding parameters whose mean test MSE is at most ``reference``'s."""
-    matching = [e for e in candidates if e["test_mse"] <= reference["test_mse"]]
-    return min(matching, key=lambda e: e["embedding_parameters"]) if matching else None
-
-
-def _point(entry: dict) -> dict:
-    return {k: entry[k] for k in ("budget", "alpha", "test_mse", "test_mse_std", "val_mse", "embedding_parameters")}
-
-
-def efficiency(summary: list[dict]) -> dict:
-    """The paper's parameter-efficiency reading, two ways.
-
-    ``on_test`` (the issue's wording): the uniform (alpha 0) configuration with the best mean test MSE, and the
-    smallest mixed-dimension configuration (any alpha > 0, any budget) whose mean test MSE is at least as good.
-    ``on_validation``: the same question with every choice made on the validation split, so the test split
-    only scores: the uniform configuration with the best mean validation MSE is the reference, and at each
-    budget MD takes the alpha with the best mean validation MSE. Each reading gives the parameter ratio
-    (embedding parameters, projections included). Empty when the summary has no uniform configuration.
-    """
-    uniform = [e for e in summary if e["alpha"] == 0]
-    md = [e for e in summary if e["alpha"] > 0]
-    if not uniform:
-        return {}
-    md_on_validation = [min((e for e in md if e["budget"] == b), key=lambda e: e["val_mse"])
-                        for b in sorted({e["budget"] for e in md})]
-    out = {}
-    for reading, reference, candidates in (
-            ("on_test", min(uniform, key=lambda e: e["test_mse"]), md),
-            ("on_validation", min(uniform, key=lambda e: e["val_mse"]), md_on_validation)):
-        smallest = _matching(reference, candidates)
-        out[reading] = {"best_uniform": _point(reference),
-                        "smallest_md_matching": _point(smallest) if smallest else None,
-                        "parameter_ratio": (smallest["embedding_parameters"] / reference["embedding_parameters"]
-                                            if smallest else None)}
-    per_budget = []
-    for entry in md_on_validation:
-        base = [e for e in uniform if e["budget"] == entry["budget"]]
-        top = min((e for e in md if e["budget"] == entry["budget"]), key=lambda e: e["test_mse"])
-        if base:
-            per_budget.append({"budget": entry["budget"], "uniform_test_mse": base[0]["test_mse"],
-                               "uniform_std": base[0]["test_mse_std"], "best_alpha": top["alpha"],
-                               "md_test_mse": top["test_mse"], "md_std": top["test_mse_std"],
-                               "val_alpha": entry["alpha"], "val_md_test_mse": entry["test_mse"],
-                               "val_md_std": entry["test_mse_std"]})
-    out["per_budget"] = per_budget
-    return out
-
-
-def efficiency_markdown(eff: dict) -> str:
-    if not eff:
-        return "No uniform (alpha 0) configuration in this run: no parameter-efficiency reading.\n"
-    lines = []
-    for reading, how in (("on_test", "best mean test MSE; MD: any alpha"),
-                         ("on_validation", "best mean validation MSE; MD: the alpha chosen on validation")):
-        b, m = eff[reading]["best_uniform"], eff[reading]["smallest_md_matching"]
-        lines.append(f"* Chosen {reading.replace('_', ' ')} (uniform: {how}): best uniform budget {b['budget']:.0f}, "
-                     f"{b['embedding_parameters']:.0f} embedding parameters, test MSE {b['test_mse']:.5f} ± "
-                     f"{b['test_mse_std']:.5f}; " + (
-                         f"smallest MD at least as good: alpha {m['alpha']:.1f}, budget {m['budget']:.0f}, "
-                         f"{m['embedding_parameters']:.0f} embedding parameters "
-                         f"({eff[reading]['parameter_ratio']:.2f}x), test MSE {m['test_mse']:.5f} ± "
-                         f"{m['test_mse_std']:.5f}." if m else "no MD configuration reached it."))
-    lines += ["", "| budget | uniform test MSE | best alpha (on test) | MD test MSE | alpha chosen on val. "
-                  "| MD test MSE |", "|---|---|---|---|---|---|"]
-    for r in eff["per_budget"]:
-        lines.append(f"| {r['budget']:.0f} | {r['uniform_test_mse']:.4f} ± {r['uniform_std']:.4f} | "
-                     f"{r['best_alpha']:.1f} | {r['md_test_mse']:.4f} ± {r['md_std']:.4f} | {r['val_alpha']:.1f} | "
-                     f"{r['val_md_test_mse']:.4f} ± {r['val_md_std']:.4f} |")
-    return "\n".join(lines) + "\n"
 
 
 def _setting(entry: dict, key: str) -> str:
@@ -302,10 +231,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(train(budget, alpha, seed, chosen))
     summary = summarise(rows)
     fixed = args.fixed_budget_dim * rows_total if args.fixed_budget_dim is not None else None
-    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    command = "python " + shlex.join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1, "gpu": None}
-    eff = efficiency(summary)
+    eff = efficiency(summary, "mse")
     record = {"command": command, "machine": machine, "dataset": "ml-100k (split seed 0, 80/10/10 random)",
               "recipe": recipe, "rows": rows, "summary": summary, "efficiency": eff,
               "groups": {"popular_items": int(groups[0].sum()), "rare_items": int(groups[1].sum())},
@@ -313,10 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"{args.model.upper()} on MovieLens-100k"
     out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + markdown(summary, title, args.tune_key)
-                                      + "\n" + efficiency_markdown(eff) + tuning_markdown(tuning, args.tune_key, "val_mse", "validation MSE"))
+                                      + "\n" + efficiency_markdown(eff, "MSE") + tuning_markdown(tuning, args.tune_key, "val_mse", "validation MSE"))
     plot(summary, fixed, out.with_suffix(".png"), title)
     print(markdown(summary, title, args.tune_key))
-    print(efficiency_markdown(eff))
+    print(efficiency_markdown(eff, "MSE"))
     return 0
 
 

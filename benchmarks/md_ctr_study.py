@@ -4,7 +4,10 @@ DLRM (``ctr-*`` recipes) with one embedding per categorical field, sized by Alg.
 frequencies (one block per field, Sec. III) under a sweep of parameter budgets and temperatures. For every
 (dataset, budget, alpha, seed) it records the test log-loss, accuracy and AUC at the best validation epoch,
 exact parameter counts (embeddings incl. projections, and the whole model, as the paper counts) and the
-per-epoch history, from which the training time to reach a target validation log-loss is computed.
+per-epoch history, from which the training time to reach a target validation log-loss and the time to the
+best epoch are computed (Fig. 2c). The tables end with the parameter-efficiency reading of ``md_study_sweep``
+(the smallest MD model as good as the best uniform one; MD against uniform at each budget, alpha chosen on
+validation) and the time to target of uniform against MD at each budget.
 
 With ``--tune-grid`` one regularisation setting (``--tune-key``, e.g. ``train.weight_decay``) is tuned per
 (budget, alpha) point on the validation log-loss of ``--tune-seed``, the same way for uniform (alpha 0) and MD,
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -28,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from md_study_sweep import RunLog, ordered_alphas, tune_point, tuning_markdown
+from md_study_sweep import RunLog, efficiency, efficiency_markdown, ordered_alphas, tune_point, tuning_markdown
 
 from embreg.recipes import load_recipe
 from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
@@ -72,6 +76,13 @@ def time_to_target(history: list[dict], target: float) -> float | None:
     return None
 
 
+def seconds_to_best(row: dict) -> float:
+    """Training seconds (sum of epoch times) up to and including the best validation epoch: the time it took
+    to train the model that is scored (paper Fig. 2c's "train time"; the patience epochs after it are left
+    out)."""
+    return sum(h["seconds"] for h in row["history"] if h["epoch"] <= row["best_epoch"])
+
+
 def summarise(rows: list[dict], target: float) -> list[dict]:
     out = []
     for budget, alpha in sorted({(r["budget"], r["alpha"]) for r in rows}):
@@ -85,21 +96,49 @@ def summarise(rows: list[dict], target: float) -> list[dict]:
             entry[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
         reached = [time_to_target(r["history"], target) for r in group]
         entry["time_to_target"] = [None if s is None else round(s, 2) for s in reached]
+        to_best = np.array([seconds_to_best(r) for r in group])
+        entry["seconds_to_best"] = float(to_best.mean())
+        entry["seconds_to_best_std"] = float(to_best.std(ddof=1)) if len(to_best) > 1 else 0.0
         out.append(entry)
     return out
 
 
+def reached_text(times: list[float | None]) -> str:
+    """``"k/N, median X s"``: how many seeds reached the target, and the median time of those that did."""
+    done = [t for t in times if t is not None]
+    return f"{len(done)}/{len(times)}" + (f", median {float(np.median(done)):.1f} s" if done else "")
+
+
 def markdown(summary: list[dict], title: str, target: float) -> str:
     lines = [f"### {title}", "", f"time to target: training seconds until the validation log-loss first reaches "
-             f"{target:.4f}, per seed (— = never)", "",
-             "| budget (rows) | alpha | emb. params | model params | test log-loss | test accuracy | test AUC | "
-             "time to target (s) | field dims |", "|---|---|---|---|---|---|---|---|---|"]
+             f"{target:.4f} (seeds that reached it / seeds, median seconds of those); train time: seconds up to "
+             "the best validation epoch (mean ± std)", "",
+             "| budget (rows) | alpha | emb. params | model params | val log-loss | test log-loss | test accuracy | "
+             "test AUC | time to target | train time (s) | field dims |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
-        ttt = ", ".join("—" if s is None else f"{s:.1f}" for s in e["time_to_target"])
         lines.append(f"| {e['budget']:.0f} | {e['alpha']:.1f} | {e['embedding_parameters']:.0f} | "
-                     f"{e['model_parameters']:.0f} | {e['test_logloss']:.4f} ± {e['test_logloss_std']:.4f} | "
+                     f"{e['model_parameters']:.0f} | {e['val_logloss']:.4f} ± {e['val_logloss_std']:.4f} | "
+                     f"{e['test_logloss']:.4f} ± {e['test_logloss_std']:.4f} | "
                      f"{e['test_accuracy']:.4f} ± {e['test_accuracy_std']:.4f} | {e['test_auc']:.4f} ± "
-                     f"{e['test_auc_std']:.4f} | {ttt} | {e['field_dims']} |")
+                     f"{e['test_auc_std']:.4f} | {reached_text(e['time_to_target'])} | "
+                     f"{e['seconds_to_best']:.1f} ± {e['seconds_to_best_std']:.1f} | {e['field_dims']} |")
+    return "\n".join(lines) + "\n"
+
+
+def time_markdown(summary: list[dict], eff: dict) -> str:
+    """Per budget, the uniform table against MD at the alpha chosen on validation: time to the target log-loss
+    (paper Fig. 2c's question, at equal budget) and train time to the best epoch."""
+    if not eff:
+        return ""
+    entry = {(e["budget"], e["alpha"]): e for e in summary}
+    lines = ["", "Time, uniform against MD at the alpha chosen on validation (same budget):", "",
+             "| budget | uniform: time to target | uniform: train time (s) | MD alpha | MD: time to target | "
+             "MD: train time (s) |", "|---|---|---|---|---|---|"]
+    for r in eff["per_budget"]:
+        u, m = entry[(r["budget"], 0.0)], entry[(r["budget"], r["val_alpha"])]
+        lines.append(f"| {r['budget']:.0f} | {reached_text(u['time_to_target'])} | {u['seconds_to_best']:.1f} ± "
+                     f"{u['seconds_to_best_std']:.1f} | {r['val_alpha']:.1f} | {reached_text(m['time_to_target'])} | "
+                     f"{m['seconds_to_best']:.1f} ± {m['seconds_to_best_std']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -111,19 +150,25 @@ def plot(summary: list[dict], path: Path, title: str) -> None:
 
     alphas = sorted({e["alpha"] for e in summary})
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     for alpha, color in zip(alphas, colors):
         entries = sorted((e for e in summary if e["alpha"] == alpha), key=lambda e: e["model_parameters"])
         x = [e["model_parameters"] for e in entries]
         for ax, key in zip(axes, ("test_logloss", "test_accuracy")):
             ax.errorbar(x, [e[key] for e in entries], yerr=[e[key + "_std"] for e in entries], color=color,
                         marker="o", capsize=2, label=f"alpha={alpha:.1f}")
+        axes[2].errorbar([e["seconds_to_best"] for e in entries], [e["test_logloss"] for e in entries],
+                         xerr=[e["seconds_to_best_std"] for e in entries], color=color, marker="o", capsize=2,
+                         linestyle="none", label=f"alpha={alpha:.1f}")
     for ax, name in zip(axes, ("test log-loss", "test accuracy")):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("model parameters (all, as the paper counts)")
         ax.set_ylabel(name)
         ax.set_title(f"{title}: {name}")
+    axes[2].set_xlabel("train time to the best epoch (s, one CPU thread)")
+    axes[2].set_ylabel("test log-loss")
+    axes[2].set_title("train time vs test log-loss (Fig. 2c)")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -142,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="tune --tune-key per (budget, alpha) on the validation log-loss of --tune-seed")
     parser.add_argument("--tune-key", default="train.weight_decay", help="the recipe setting --tune-grid tunes")
     parser.add_argument("--tune-seed", type=int, default=0)
+    parser.add_argument("--note", default="shared 2-core machine with other jobs running: times are indicative",
+                        help="what else ran on the machine (kept in the JSON beside the times)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     recipe = RECIPES[args.dataset]
@@ -178,16 +225,18 @@ def main(argv: list[str] | None = None) -> int:
             uniform.setdefault(r["budget"], []).append(r["val_logloss"])
     target = min(float(np.mean(v)) for v in uniform.values()) + args.target_slack
     summary = summarise(rows, target)
-    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    eff = efficiency(summary, "logloss", "model_parameters")
+    command = "python " + shlex.join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1, "gpu": None,
-               "note": "shared 2-core machine with other jobs running: times are indicative"}
+               "note": args.note}
     record = {"command": command, "machine": machine, "dataset": args.dataset, "recipe": recipe,
               "rows_total": rows_total, "target_val_logloss": target, "rows": rows, "summary": summary,
-              "tuning": tuning}
+              "efficiency": eff, "tuning": tuning}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     title = f"DLRM on {args.dataset}"
-    table = markdown(summary, title, target)
+    table = (markdown(summary, title, target) + "\n"
+             + efficiency_markdown(eff, "log-loss", "model parameters") + time_markdown(summary, eff))
     out.with_suffix(".md").write_text(f"<!-- generated by: {command} -->\n\n" + table
                                       + tuning_markdown(tuning, args.tune_key, "val_logloss", "validation log-loss"))
     plot(summary, out.with_suffix(".png"), title)

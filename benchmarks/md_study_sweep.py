@@ -1,5 +1,7 @@
 """What the mixed-dimension studies (``md_cf_study.py``, ``md_ctr_study.py``) share: the resumable run log, the
-order of the alphas, and tuning one regularisation setting per (budget, alpha) point on the validation split.
+order of the alphas, tuning one regularisation setting per (budget, alpha) point on the validation split, and the
+parameter-efficiency reading of a finished sweep (mixed-dimension-embeddings.txt, Sec. V: the fewest parameters
+at which MD matches the best uniform model, and MD against uniform at each budget).
 
 Each finished run is one JSON line in ``runs/md-studies/<name>.runs.jsonl``; a run is identified by
 ``(budget, alpha, seed, tuned value)``, where the tuned value is the last recipe override when it sets the tuned
@@ -9,6 +11,7 @@ key (``None`` for runs at the recipe's own value, e.g. those of the studies befo
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,4 +100,108 @@ def tuning_markdown(tuning: list[dict], key: str, score: str, label: str) -> str
             text = "" if value is None else f"{value:.4f}"
             cells.append(f"**{text}**" if value is not None and v == t["chosen"] else text)
         lines.append(f"| {t['budget']:.0f} | {t['alpha']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _matching(reference: dict, candidates: list[dict], metric: str, size: str) -> dict | None:
+    """The candidate with the fewest ``size`` parameters whose mean test ``metric`` is at most ``reference``'s."""
+    matching = [e for e in candidates if e[f"test_{metric}"] <= reference[f"test_{metric}"]]
+    return min(matching, key=lambda e: e[size]) if matching else None
+
+
+def _point(entry: dict, metric: str, size: str) -> dict:
+    keys = ("budget", "alpha", f"test_{metric}", f"test_{metric}_std", f"val_{metric}", size)
+    return {k: entry[k] for k in keys}
+
+
+def advantage_in_se(baseline: dict, other: dict, metric: str) -> float | None:
+    """How far ``other``'s mean test ``metric`` is below ``baseline``'s, in standard errors of the difference.
+
+    ``(mean_b - mean_o) / sqrt(std_b^2 / n_b + std_o^2 / n_o)`` over the seeds of each summary entry (positive:
+    ``other`` is better for a loss). None with fewer than two seeds on either side or no spread at all.
+
+    Example:
+        >>> a = {"seeds": [0, 1], "test_mse": 0.9, "test_mse_std": 0.03}
+        >>> b = {"seeds": [0, 1], "test_mse": 0.8, "test_mse_std": 0.04}
+        >>> round(advantage_in_se(a, b, "mse"), 3)
+        2.828
+    """
+    n_b, n_o = len(baseline["seeds"]), len(other["seeds"])
+    if n_b < 2 or n_o < 2:
+        return None
+    se = math.sqrt(baseline[f"test_{metric}_std"] ** 2 / n_b + other[f"test_{metric}_std"] ** 2 / n_o)
+    return (baseline[f"test_{metric}"] - other[f"test_{metric}"]) / se if se > 0 else None
+
+
+def efficiency(summary: list[dict], metric: str, size: str = "embedding_parameters") -> dict:
+    """The paper's parameter-efficiency reading of a sweep, two ways (lower ``metric`` is better).
+
+    ``summary`` holds one entry per (budget, alpha) with the means ``test_<metric>`` / ``val_<metric>``, their
+    ``_std`` over ``seeds``, and the parameter count ``size``; alpha 0 is the uniform table.
+
+    * ``on_test`` (the issue's wording): the uniform configuration with the best mean test ``metric``, and the
+      smallest mixed-dimension configuration (any alpha > 0, any budget) whose mean test ``metric`` is at least
+      as good.
+    * ``on_validation``: the same question with every choice made on the validation split, so the test split
+      only scores: the uniform configuration with the best mean validation ``metric`` is the reference, and at
+      each budget MD takes the alpha with the best mean validation ``metric``.
+
+    Each reading gives the parameter ratio (``size`` of MD over the uniform reference's). ``per_budget`` compares
+    MD with the uniform table of the same budget: the best alpha on test, and the alpha chosen on validation
+    with its advantage in standard errors (:func:`advantage_in_se`). ``metric`` and ``size`` are kept in the
+    result. Empty when there is no uniform configuration.
+    """
+    test, val = f"test_{metric}", f"val_{metric}"
+    uniform = [e for e in summary if e["alpha"] == 0]
+    md = [e for e in summary if e["alpha"] > 0]
+    if not uniform:
+        return {}
+    md_on_validation = [min((e for e in md if e["budget"] == b), key=lambda e: e[val])
+                        for b in sorted({e["budget"] for e in md})]
+    out = {"metric": metric, "size": size}
+    for reading, reference, candidates in (
+            ("on_test", min(uniform, key=lambda e: e[test]), md),
+            ("on_validation", min(uniform, key=lambda e: e[val]), md_on_validation)):
+        smallest = _matching(reference, candidates, metric, size)
+        out[reading] = {"best_uniform": _point(reference, metric, size),
+                        "smallest_md_matching": _point(smallest, metric, size) if smallest else None,
+                        "parameter_ratio": smallest[size] / reference[size] if smallest else None}
+    per_budget = []
+    for entry in md_on_validation:
+        base = [e for e in uniform if e["budget"] == entry["budget"]]
+        top = min((e for e in md if e["budget"] == entry["budget"]), key=lambda e: e[test])
+        if base:
+            per_budget.append({"budget": entry["budget"], f"uniform_{test}": base[0][test],
+                               "uniform_std": base[0][f"{test}_std"], "best_alpha": top["alpha"],
+                               f"md_{test}": top[test], "md_std": top[f"{test}_std"],
+                               "val_alpha": entry["alpha"], f"val_md_{test}": entry[test],
+                               "val_md_std": entry[f"{test}_std"],
+                               "val_md_advantage_se": advantage_in_se(base[0], entry, metric)})
+    out["per_budget"] = per_budget
+    return out
+
+
+def efficiency_markdown(eff: dict, label: str, size: str = "embedding parameters") -> str:
+    """:func:`efficiency`'s two readings as sentences and its per-budget comparison as a table; ``label`` names
+    the metric (e.g. "MSE"), ``size`` the parameters counted."""
+    if not eff:
+        return "No uniform (alpha 0) configuration in this run: no parameter-efficiency reading.\n"
+    test, count = f"test_{eff['metric']}", eff["size"]
+    lines = []
+    for reading, how in (("on_test", f"best mean test {label}; MD: any alpha"),
+                         ("on_validation", f"best mean validation {label}; MD: the alpha chosen on validation")):
+        b, m = eff[reading]["best_uniform"], eff[reading]["smallest_md_matching"]
+        lines.append(f"* Chosen {reading.replace('_', ' ')} (uniform: {how}): best uniform budget {b['budget']:.0f}, "
+                     f"{b[count]:.0f} {size}, test {label} {b[test]:.5f} ± {b[test + '_std']:.5f}; " + (
+                         f"smallest MD at least as good: alpha {m['alpha']:.1f}, budget {m['budget']:.0f}, "
+                         f"{m[count]:.0f} {size} ({eff[reading]['parameter_ratio']:.2f}x), test {label} "
+                         f"{m[test]:.5f} ± {m[test + '_std']:.5f}." if m else "no MD configuration reached it."))
+    lines += ["", f"| budget | uniform test {label} | best alpha (on test) | MD test {label} | alpha chosen on val. "
+                  f"| MD test {label} | MD ahead of uniform (standard errors) |", "|---|---|---|---|---|---|---|"]
+    for r in eff["per_budget"]:
+        ahead = r.get("val_md_advantage_se")
+        lines.append(f"| {r['budget']:.0f} | {r['uniform_' + test]:.4f} ± {r['uniform_std']:.4f} | "
+                     f"{r['best_alpha']:.1f} | {r['md_' + test]:.4f} ± {r['md_std']:.4f} | {r['val_alpha']:.1f} | "
+                     f"{r['val_md_' + test]:.4f} ± {r['val_md_std']:.4f} | "
+                     f"{'' if ahead is None else f'{ahead:+.1f}'} |")
     return "\n".join(lines) + "\n"

@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -319,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_rows:
         results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
     allocator = {name: os.environ[name] for name in ALLOCATOR_VARIABLES if name in os.environ}
-    command = " ".join([*(f"{name}={value}" for name, value in allocator.items()), "python", sys.argv[0],
-                        *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join([*(f"{name}={value}" for name, value in allocator.items()), "python",
+                        shlex.join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])])
     results["command"] = command
     results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                           "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,

@@ -263,6 +263,13 @@ def paired_throughput_ratio(baseline_s: list[float], layer_s: list[float], targe
             "verdict": target_verdict(low, high, 1 / target), "rounds": len(ratios), "target": target}
 
 
+def paired_rows(results: list[dict], key: str) -> list[str]:
+    """Markdown table rows (rows, grad, layer, median, interval, verdict) of the results that carry the paired
+    ratio ``key``."""
+    return [f"| {r['rows']:,} | {'sparse' if r['sparse'] else 'dense'} | {r['layer']} | {r[key]['median']:.2f}x | "
+            f"[{r[key]['low']:.2f}x, {r[key]['high']:.2f}x] | {r[key]['verdict']} |" for r in results if key in r]
+
+
 def memory(rows: int, dim: int, alpha: float, blocks: int, exponent: float) -> list[dict]:
     counts = zipf_counts(rows, exponent)
     ids = sample_ids(counts, 4096, 0)
@@ -353,20 +360,12 @@ def main(argv: list[str] | None = None) -> int:
               "thread-CPU step times (each round times every configuration once, in a shuffled order, so a "
               "round's two steps are close in time), median and 95 % bootstrap interval over the rounds.", "",
               "| rows | grad | layer | median | 95 % interval | verdict |", "|---|---|---|---|---|---|"]
-    for r in results["speed"]:
-        if "paired_vs_same_base_dim" in r:
-            p = r["paired_vs_same_base_dim"]
-            lines.append(f"| {r['rows']:,} | {'sparse' if r['sparse'] else 'dense'} | {r['layer']} | "
-                         f"{p['median']:.2f}x | [{p['low']:.2f}x, {p['high']:.2f}x] | {p['verdict']} |")
-    projected_rows = [r for r in results["speed"] if "paired_vs_projected_same_budget" in r]
-    if projected_rows:
+    lines += paired_rows(results["speed"], "paired_vs_same_base_dim")
+    if any("paired_vs_projected_same_budget" in r for r in results["speed"]):
         lines += ["", "Same budget, same output (MD throughput >= 1.0x a single table at MD's parameter budget "
                   "projected to the base dimension, `projected@p`): per-round paired ratio as above.", "",
                   "| rows | grad | layer | median | 95 % interval | verdict |", "|---|---|---|---|---|---|"]
-        for r in projected_rows:
-            p = r["paired_vs_projected_same_budget"]
-            lines.append(f"| {r['rows']:,} | {'sparse' if r['sparse'] else 'dense'} | {r['layer']} | "
-                         f"{p['median']:.2f}x | [{p['low']:.2f}x, {p['high']:.2f}x] | {p['verdict']} |")
+        lines += paired_rows(results["speed"], "paired_vs_projected_same_budget")
     if results["memory"]:
         lines += ["", "| layer | rows | dims | parameters | parameter bytes | buffer bytes | Adam state bytes "
                   "| total |",

@@ -181,9 +181,9 @@ def efficiency(summary: list[dict], metric: str, size: str = "embedding_paramete
     return out
 
 
-def efficiency_markdown(eff: dict, label: str, size: str = "embedding parameters") -> str:
+def efficiency_markdown(eff: dict, label: str, size_label: str = "embedding parameters") -> str:
     """:func:`efficiency`'s two readings as sentences and its per-budget comparison as a table; ``label`` names
-    the metric (e.g. "MSE"), ``size`` the parameters counted."""
+    the metric (e.g. "MSE"), ``size_label`` the parameters counted."""
     if not eff:
         return "No uniform (alpha 0) configuration in this run: no parameter-efficiency reading.\n"
     test, count = f"test_{eff['metric']}", eff["size"]
@@ -192,9 +192,9 @@ def efficiency_markdown(eff: dict, label: str, size: str = "embedding parameters
                          ("on_validation", f"best mean validation {label}; MD: the alpha chosen on validation")):
         b, m = eff[reading]["best_uniform"], eff[reading]["smallest_md_matching"]
         lines.append(f"* Chosen {reading.replace('_', ' ')} (uniform: {how}): best uniform budget {b['budget']:.0f}, "
-                     f"{b[count]:.0f} {size}, test {label} {b[test]:.5f} ± {b[test + '_std']:.5f}; " + (
+                     f"{b[count]:.0f} {size_label}, test {label} {b[test]:.5f} ± {b[test + '_std']:.5f}; " + (
                          f"smallest MD at least as good: alpha {m['alpha']:.1f}, budget {m['budget']:.0f}, "
-                         f"{m[count]:.0f} {size} ({eff[reading]['parameter_ratio']:.2f}x), test {label} "
+                         f"{m[count]:.0f} {size_label} ({eff[reading]['parameter_ratio']:.2f}x), test {label} "
                          f"{m[test]:.5f} ± {m[test + '_std']:.5f}." if m else "no MD configuration reached it."))
     lines += ["", f"| budget | uniform test {label} | best alpha (on test) | MD test {label} | alpha chosen on val. "
                   f"| MD test {label} | MD ahead of uniform (standard errors) |", "|---|---|---|---|---|---|---|"]

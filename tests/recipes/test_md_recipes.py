@@ -115,3 +115,30 @@ def test_md_tables_compose_with_sse_in_a_recipe(tmp_path):
     batch = {"user": torch.tensor([0, 1]), "item": torch.tensor([0, 1]), "rating": torch.tensor([3.0, 4.0])}
     model.loss(batch, model(batch)).backward()
     assert isinstance(model.item_embedding, MixedDimensionEmbedding) and model.item_transform.p == 0.5
+
+
+@pytest.mark.parametrize("recipe, extra", [("mf", ()), ("md-mf", ("embedding.num_blocks=2",)),
+                                           ("md-ncf", ("embedding.num_blocks=2",))])
+def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_path, recipe, extra):
+    cfg = _file_recipe(recipe, tmp_path, "model.init=xavier_uniform", *extra)
+    model = build_model(cfg, prepare_data(cfg))
+    for table in (model.user_embedding, model.item_embedding):
+        matrices = ([m for b in table.blocks for m in (b.weight, b.projection) if m is not None]
+                    if isinstance(table, MixedDimensionEmbedding) else [table.weight])
+        for matrix in matrices:
+            assert matrix.abs().max() <= (6.0 / sum(matrix.shape)) ** 0.5
+
+
+def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors(tmp_path):
+    assert load_recipe("md-mf").model.init == "normal"
+    with pytest.raises(ConfigError, match="model.init"):
+        load_recipe("md-mf", ["model.init=kaiming"])
+
+
+@pytest.mark.parametrize("kind", ["md", "uniform"])
+def test_ctr_tables_take_model_init(kind):
+    cfg = load_recipe("ctr-synthetic", ["model.init=xavier_uniform", "data.max_rows=2000", f"embedding.kind={kind}"])
+    for table in build_model(cfg, prepare_data(cfg)).embeddings:
+        weights = [b.weight for b in table.blocks] if kind == "md" else [table.weight]
+        for weight in weights:
+            assert weight.abs().max() <= (6.0 / sum(weight.shape)) ** 0.5

@@ -134,3 +134,9 @@ def test_clipping_limits_gradient_norm(synthetic_ratings):
 def test_bad_arguments(synthetic_ratings, kwargs):
     with pytest.raises(ValueError):
         _make(synthetic_ratings, **kwargs)
+
+
+def test_amsgrad_is_adam_with_the_amsgrad_maximum():
+    optimizer = optimizer_factory("amsgrad", lr=0.01)(torch.nn.Linear(2, 2).parameters())
+    assert isinstance(optimizer, torch.optim.Adam) and optimizer.param_groups[0]["amsgrad"] is True
+    assert optimizer_factory("adam", lr=0.01)(torch.nn.Linear(2, 2).parameters()).param_groups[0]["amsgrad"] is False

@@ -6,6 +6,7 @@
 * :mod:`~embreg.embeddings.sizing` (Alg. 1) and :mod:`~embreg.embeddings.blocking` (Alg. 3, per feature):
   pure functions of real query frequencies.
 * :mod:`~embreg.embeddings.builder`: frequencies + alpha + (base dim or budget) + k -> ready layers.
+* :func:`init_embedding_`: normal or uniform Xavier initialisation of any of these tables (Appendix H-I).
 
 Example:
     >>> import torch
@@ -31,8 +32,10 @@ from embreg.embeddings.functional import mixed_dimension_lookup
 from embreg.embeddings.memory import buffer_bytes, memory_report, optimizer_state_bytes, parameter_bytes
 from embreg.embeddings.mixed_dimension import EmbeddingBlock, MixedDimensionEmbedding
 from embreg.embeddings.sizing import md_parameter_count, power_law_dims, power_law_sizes, round_dims
+from embreg.embeddings.table_init import EMBEDDING_INITS, init_embedding_
 
 __all__ = [
+    "EMBEDDING_INITS",
     "Blocking",
     "EmbeddingBlock",
     "MixedDimensionEmbedding",
@@ -41,6 +44,7 @@ __all__ = [
     "buffer_bytes",
     "equipartition_blocks",
     "feature_blocks",
+    "init_embedding_",
     "md_embedding",
     "md_embedding_tables",
     "md_feature_embeddings",

@@ -34,7 +34,7 @@ from embreg.recipes.ctr_builders import (
     build_ctr_model,
     prepare_ctr_data,
 )
-from embreg.recipes.embedding_builders import build_rating_model
+from embreg.recipes.embedding_builders import apply_table_init, build_rating_model
 from embreg.recipes.schema import RecipeConfig
 from embreg.sse import SSE, NeighbourGraph, SSEGraph
 from embreg.train.batches import TensorBatches
@@ -137,8 +137,11 @@ def build_model(cfg: RecipeConfig, data: PreparedData) -> nn.Module:
     num_users, num_items = data.ratings.num_users, data.ratings.num_items
     if m.name == "mf":
         global_mean = float(data.part("train").ratings.mean())
-        return BiasedMF.build(num_users, num_items, m.dim, global_mean=global_mean, **common)
-    return BPR.build(num_users, num_items, m.dim, **common)
+        model = BiasedMF.build(num_users, num_items, m.dim, global_mean=global_mean, **common)
+    else:
+        model = BPR.build(num_users, num_items, m.dim, **common)
+    apply_table_init(m, model.user_embedding, model.item_embedding)
+    return model
 
 
 def _pair_tensors(part: RatingsData) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,6 +15,7 @@ from embreg.data import CTRData, load_adult, load_ml100k_ctr, random_split, synt
 from embreg.embeddings import MixedDimensionPlan, md_feature_embeddings
 from embreg.errors import ConfigError
 from embreg.models import DLRM
+from embreg.recipes.embedding_builders import apply_table_init
 from embreg.recipes.schema import RecipeConfig
 from embreg.train.batches import TensorBatches
 from embreg.train.ctr_evaluation import CTREvaluator
@@ -92,6 +93,7 @@ def build_ctr_embeddings(cfg: RecipeConfig, prepared: PreparedCTRData
                 for g, n in enumerate(table.bag_cardinalities)]
         for module in singles + bags:
             nn.init.normal_(module.weight, std=m.init_std)
+        apply_table_init(m, *singles, *bags)
         return singles, bags, None
     frequencies = [torch.from_numpy(f) for f in prepared.part("train").field_frequencies()]
     bag_fields = {num_single + g: table.bag_padding(g) for g in range(len(table.bag_names))}
@@ -101,6 +103,7 @@ def build_ctr_embeddings(cfg: RecipeConfig, prepared: PreparedCTRData
             min_dim=e.min_dim, round_pow2=e.round_pow2, bag_fields=bag_fields, bag_mode="mean", init_std=m.init_std)
     except ValueError as exc:
         raise ConfigError(f"embedding: {exc}") from exc
+    apply_table_init(m, *layers)
     return list(layers)[:num_single], list(layers)[num_single:], plan
 
 

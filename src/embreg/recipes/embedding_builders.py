@@ -11,16 +11,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from embreg.embeddings import MixedDimensionPlan, md_embedding_tables
+from embreg.embeddings import MixedDimensionPlan, init_embedding_, md_embedding_tables
 from embreg.errors import ConfigError
 from embreg.models import NCF, BiasedMF
-from embreg.recipes.schema import RecipeConfig
+from embreg.recipes.schema import ModelConfig, RecipeConfig
 
 
 def _uniform(rows: int, dim: int, init_std: float) -> nn.Embedding:
     table = nn.Embedding(rows, dim)
     nn.init.normal_(table.weight, std=init_std)
     return table
+
+
+def apply_table_init(m: ModelConfig, *tables: nn.Module) -> None:
+    """Re-initialises ``tables`` by ``model.init`` when it is not ``normal`` (they were built normal with
+    ``model.init_std``, so the default draws nothing more and keeps every seed's numbers)."""
+    if m.init != "normal":
+        for table in tables:
+            init_embedding_(table, m.init)
 
 
 def build_user_item_embeddings(
@@ -35,7 +43,9 @@ def build_user_item_embeddings(
     """
     e, m = cfg.embedding, cfg.model
     if e.kind == "uniform":
-        return _uniform(num_users, m.dim, m.init_std), _uniform(num_items, m.dim, m.init_std), None
+        users, items = _uniform(num_users, m.dim, m.init_std), _uniform(num_items, m.dim, m.init_std)
+        apply_table_init(m, users, items)
+        return users, items, None
     frequencies = [np.bincount(train_users, minlength=num_users), np.bincount(train_items, minlength=num_items)]
     base_dim = m.dim if e.budget is None else e.max_dim
     try:
@@ -44,6 +54,7 @@ def build_user_item_embeddings(
             budget=e.budget, min_dim=e.min_dim, round_pow2=e.round_pow2, init_std=m.init_std)
     except ValueError as exc:
         raise ConfigError(f"embedding: {exc}") from exc
+    apply_table_init(m, users, items)
     return users, items, plan
 
 

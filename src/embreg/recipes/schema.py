@@ -60,6 +60,9 @@ class ModelConfig:
         dropout: dropout on the user/item vectors (MF/BPR: the paper's "Dropout + MF/BPR" baseline; NCF: in the MLP).
         l2: weight of the batch-mean squared norm of looked-up vectors and biases (MF/BPR).
         init_std: standard deviation of the normal initialisation of the vectors.
+        init: how the embedding tables start: ``normal`` (rows ``N(0, init_std^2)``) or ``xavier_uniform``
+            (every table and projection matrix ``U(-b, b)``, ``b = sqrt(6 / (rows + columns))``, the
+            mixed-dimension paper's protocol, Appendix H-I); see :func:`embreg.embeddings.init_embedding_`.
         mlp: NCF's MLP widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
         bottom_mlp: DLRM's bottom MLP hidden widths (its last layer outputs ``dim``).
         top_mlp: DLRM's top MLP hidden widths (its last layer outputs the logit).
@@ -70,6 +73,7 @@ class ModelConfig:
     dropout: float = 0.0
     l2: float = 0.0
     init_std: float = 0.1
+    init: Literal["normal", "xavier_uniform"] = "normal"
     mlp: list[int] = field(default_factory=lambda: [128, 128, 32])
     bottom_mlp: list[int] = field(default_factory=lambda: [64])
     top_mlp: list[int] = field(default_factory=lambda: [64, 32])
@@ -129,7 +133,8 @@ class TrainConfig:
     Attributes:
         epochs: maximum epochs.
         batch_size: examples per step.
-        lr, optimizer, weight_decay: the optimizer (``adam``, ``adamw``, ``sgd`` or ``adagrad``).
+        lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad`` (Adam with the AMSGrad maximum),
+            ``adamw``, ``sgd`` or ``adagrad``).
         patience: evaluations without improvement before stopping (``null``: never stop early).
         clip_norm: global gradient-norm clipping (``null``: none).
         seed: training seed (initialisation, batch order, negatives, dropout, SSE).
@@ -142,7 +147,7 @@ class TrainConfig:
     epochs: int = 100
     batch_size: int = 1024
     lr: float = 1e-3
-    optimizer: Literal["adam", "adamw", "sgd", "adagrad"] = "adam"
+    optimizer: Literal["adam", "amsgrad", "adamw", "sgd", "adagrad"] = "adam"
     weight_decay: float = 0.0
     patience: int | None = 5
     clip_norm: float | None = None

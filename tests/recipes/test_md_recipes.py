@@ -123,10 +123,12 @@ def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_pa
     cfg = _file_recipe(recipe, tmp_path, "model.init=xavier_uniform", *extra)
     model = build_model(cfg, prepare_data(cfg))
     for table in (model.user_embedding, model.item_embedding):
-        matrices = ([m for b in table.blocks for m in (b.weight, b.projection) if m is not None]
-                    if isinstance(table, MixedDimensionEmbedding) else [table.weight])
-        for matrix in matrices:
-            assert matrix.abs().max() <= (6.0 / sum(matrix.shape)) ** 0.5
+        blocks = table.blocks if isinstance(table, MixedDimensionEmbedding) else []
+        rows = [b.weight for b in blocks] or [table.weight]
+        for weight in rows:  # rows of the whole table at their own width
+            assert weight.abs().max() <= (6.0 / (table.num_embeddings + weight.shape[1])) ** 0.5
+        for projection in (b.projection for b in blocks if b.projection is not None):
+            assert projection.abs().max() <= (6.0 / sum(projection.shape)) ** 0.5
 
 
 def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors(tmp_path):
@@ -141,4 +143,4 @@ def test_ctr_tables_take_model_init(kind):
     for table in build_model(cfg, prepare_data(cfg)).embeddings:
         weights = [b.weight for b in table.blocks] if kind == "md" else [table.weight]
         for weight in weights:
-            assert weight.abs().max() <= (6.0 / sum(weight.shape)) ** 0.5
+            assert weight.abs().max() <= (6.0 / (table.num_embeddings + weight.shape[1])) ** 0.5

@@ -3,8 +3,12 @@
 mixed-dimension-embeddings.txt, Appendix H-I: "For initialization we use the uniform Xavier initialization
 (for consistency with CTR prediction)" and "We initialized all neural network parameters, including embedding
 matrices, according to the same scheme". For a table ``(n, d)`` uniform Xavier draws every entry from
-``U(-b, b)`` with ``b = sqrt(6 / (n + d))`` (torch's ``xavier_uniform_``: fan-in ``d``, fan-out ``n``); in a
-mixed-dimension layer every block ``E_i (n_i, d_i)`` and every projection ``P_i (d_i, D)`` is one such matrix.
+``U(-b, b)`` with ``b = sqrt(6 / (n + d))`` (torch's ``xavier_uniform_``: fan-in ``d``, fan-out ``n``). A
+mixed-dimension layer is "a single n x d_bar block matrix for which the i-th block is factored at dimension d_i"
+(Sec. III), so its rows are drawn as rows of that ``N``-row table at their own width, ``b_i = sqrt(6 / (N + d_i))``
+(``N`` = all rows of the layer, not the block's ``n_i``: with every ``d_i = D`` the layer then starts exactly as
+a Xavier ``nn.Embedding(N, D)``, so alpha = 0 stays the uniform baseline), and every projection ``P_i (d_i, D)``
+is an ordinary Xavier matrix. A per-field CTR layer (one block per field) is its own table, ``N = n_i``.
 
 Example:
     >>> import torch
@@ -16,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -30,16 +35,25 @@ EmbeddingInit = Literal["normal", "xavier_uniform"]
 EMBEDDING_INITS: tuple[str, ...] = ("normal", "xavier_uniform")
 
 
-def _matrices(table: nn.Module) -> list[torch.Tensor]:
-    """The weight matrices of ``table`` (views of a mixed-dimension layer's flat parameters)."""
+def _md_layer(table: nn.Module) -> MixedDimensionEmbedding | None:
+    """The mixed-dimension layer inside ``table``, None for a plain table; other modules raise ``TypeError``."""
     if isinstance(table, MixedDimensionEmbeddingBag):
-        table = table.embedding
+        return table.embedding
     if isinstance(table, MixedDimensionEmbedding):
-        return [m for block in table.blocks for m in (block.weight, block.projection) if m is not None]
+        return table
     if isinstance(table, (nn.Embedding, nn.EmbeddingBag)):
-        return [table.weight]
+        return None
     raise TypeError(f"cannot initialise a {type(table).__name__}: expected nn.Embedding, nn.EmbeddingBag, "
                     "MixedDimensionEmbedding or MixedDimensionEmbeddingBag")
+
+
+def _xavier_md_(layer: MixedDimensionEmbedding) -> None:
+    """Rows of block i from ``U(-b_i, b_i)``, ``b_i = sqrt(6 / (N + d_i))``; projections Xavier (d_i, D)."""
+    for block in layer.blocks:
+        bound = math.sqrt(6.0 / (layer.num_embeddings + block.weight.shape[1]))
+        nn.init.uniform_(block.weight, -bound, bound)
+        if block.projection is not None:
+            nn.init.xavier_uniform_(block.projection)
 
 
 @torch.no_grad()
@@ -51,8 +65,9 @@ def init_embedding_(table: nn.Module, scheme: EmbeddingInit, *, std: float = 0.1
             :class:`MixedDimensionEmbeddingBag`.
         scheme: ``"normal"``: rows ``N(0, std^2)``, and in a mixed-dimension layer projections
             ``N(0, 1 / d_i)`` (the layer's own :meth:`~MixedDimensionEmbedding.reset_parameters`);
-            ``"xavier_uniform"``: every matrix (``(n, d)`` table; ``E_i`` ``(n_i, d_i)`` and ``P_i`` ``(d_i, D)``)
-            from ``U(-b, b)``, ``b = sqrt(6 / (rows + columns))`` (paper Appendix H-I).
+            ``"xavier_uniform"``: a plain ``(n, d)`` table and every projection ``P_i (d_i, D)`` from ``U(-b, b)``,
+            ``b = sqrt(6 / (rows + columns))``; the rows of block ``i`` with ``b_i = sqrt(6 / (N + d_i))``
+            (see the module docstring; paper Appendix H-I).
         std: the row standard deviation of ``"normal"``.
 
     A plain ``nn.Embedding``'s ``padding_idx`` row is zeroed afterwards, as ``nn.Embedding`` starts it.
@@ -65,16 +80,16 @@ def init_embedding_(table: nn.Module, scheme: EmbeddingInit, *, std: float = 0.1
         raise ValueError(f"unknown embedding init {scheme!r}; choose one of {EMBEDDING_INITS}")
     if std <= 0:
         raise ValueError(f"init std={std} must be > 0")
-    matrices = _matrices(table)
-    if scheme == "xavier_uniform":
-        for matrix in matrices:
-            nn.init.xavier_uniform_(matrix)
-    elif isinstance(table, (MixedDimensionEmbedding, MixedDimensionEmbeddingBag)):
-        layer = table.embedding if isinstance(table, MixedDimensionEmbeddingBag) else table
+    layer = _md_layer(table)
+    if layer is None and scheme == "xavier_uniform":
+        nn.init.xavier_uniform_(table.weight)
+    elif layer is None:
+        nn.init.normal_(table.weight, std=std)
+    elif scheme == "xavier_uniform":
+        _xavier_md_(layer)
+    else:
         layer.init_std = float(std)
         layer.reset_parameters()
-    else:
-        nn.init.normal_(table.weight, std=std)
     if isinstance(table, nn.Embedding) and table.padding_idx is not None:
         table.weight[table.padding_idx].zero_()
     return table

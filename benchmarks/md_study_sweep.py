@@ -18,6 +18,12 @@ from pathlib import Path
 RunKey = tuple[float, float, int, float | None]
 
 
+def output_path(out: Path, suffix: str) -> Path:
+    """``out`` + ``suffix`` (``.json``, ``.md``, ``.png``): the study's prefix may hold dots (e.g. ``...-lr0.01``),
+    which ``Path.with_suffix`` would cut off, making two studies write the same files."""
+    return out.with_name(out.name + suffix)
+
+
 def ordered_alphas(alphas: list[float]) -> list[float]:
     """0 and the paper's recommended 0.3 first, so interrupted sweeps still hold complete curves to compare."""
     first = [a for a in (0.0, 0.3) if a in alphas]

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import md_ctr_study  # noqa: E402
-from md_study_sweep import advantage_in_se, efficiency, efficiency_markdown  # noqa: E402
+from md_study_sweep import advantage_in_se, efficiency, efficiency_markdown, output_path  # noqa: E402
 
 
 def entry(budget: float, alpha: float, test: float, val: float, size: int) -> dict:
@@ -102,3 +102,8 @@ def test_ctr_tables_and_plot_render(tmp_path):
     assert "| 10 | 0/2 | 3.0 ± 0.0 | 0.3 | 2/2, median 3.0 s | 3.0 ± 0.0 |" in md_ctr_study.time_markdown(summary, eff)
     md_ctr_study.plot(summary, tmp_path / "p.png", "t")
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_output_paths_keep_dots_in_the_study_prefix():
+    a, b = output_path(Path("d/study-lr0.01"), ".json"), output_path(Path("d/study-lr0.001"), ".json")
+    assert (a, b) == (Path("d/study-lr0.01.json"), Path("d/study-lr0.001.json"))

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ from embreg.embeddings.mixed_dimension import MixedDimensionEmbedding
 __all__ = ["EMBEDDING_INITS", "init_embedding_"]
 
 EmbeddingInit = Literal["normal", "xavier_uniform"]
-EMBEDDING_INITS: tuple[str, ...] = ("normal", "xavier_uniform")
+EMBEDDING_INITS: tuple[str, ...] = get_args(EmbeddingInit)
 
 
 def _md_layer(table: nn.Module) -> MixedDimensionEmbedding | None:

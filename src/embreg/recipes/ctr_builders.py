@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from embreg.data import CTRData, load_adult, load_ml100k_ctr, random_split, synthetic_ctr
-from embreg.embeddings import MixedDimensionPlan, md_feature_embeddings
+from embreg.embeddings import MixedDimensionPlan, init_embedding_, md_feature_embeddings
 from embreg.errors import ConfigError
 from embreg.models import DLRM
 from embreg.recipes.embedding_builders import apply_table_init
@@ -92,8 +92,7 @@ def build_ctr_embeddings(cfg: RecipeConfig, prepared: PreparedCTRData
         bags = [nn.EmbeddingBag(n, m.dim, mode="mean", padding_idx=table.bag_padding(g))
                 for g, n in enumerate(table.bag_cardinalities)]
         for module in singles + bags:
-            nn.init.normal_(module.weight, std=m.init_std)
-        apply_table_init(m, *singles, *bags)
+            init_embedding_(module, m.init, std=m.init_std)
         return singles, bags, None
     frequencies = [torch.from_numpy(f) for f in prepared.part("train").field_frequencies()]
     bag_fields = {num_single + g: table.bag_padding(g) for g in range(len(table.bag_names))}

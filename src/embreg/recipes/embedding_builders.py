@@ -17,10 +17,8 @@ from embreg.models import NCF, BiasedMF
 from embreg.recipes.schema import ModelConfig, RecipeConfig
 
 
-def _uniform(rows: int, dim: int, init_std: float) -> nn.Embedding:
-    table = nn.Embedding(rows, dim)
-    nn.init.normal_(table.weight, std=init_std)
-    return table
+def _uniform(rows: int, m: ModelConfig) -> nn.Embedding:
+    return init_embedding_(nn.Embedding(rows, m.dim), m.init, std=m.init_std)
 
 
 def apply_table_init(m: ModelConfig, *tables: nn.Module) -> None:
@@ -43,9 +41,7 @@ def build_user_item_embeddings(
     """
     e, m = cfg.embedding, cfg.model
     if e.kind == "uniform":
-        users, items = _uniform(num_users, m.dim, m.init_std), _uniform(num_items, m.dim, m.init_std)
-        apply_table_init(m, users, items)
-        return users, items, None
+        return _uniform(num_users, m), _uniform(num_items, m), None
     frequencies = [np.bincount(train_users, minlength=num_users), np.bincount(train_items, minlength=num_items)]
     base_dim = m.dim if e.budget is None else e.max_dim
     try:

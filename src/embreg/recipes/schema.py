@@ -61,8 +61,9 @@ class ModelConfig:
         l2: weight of the batch-mean squared norm of looked-up vectors and biases (MF/BPR).
         init_std: standard deviation of the normal initialisation of the vectors.
         init: how the embedding tables start: ``normal`` (rows ``N(0, init_std^2)``) or ``xavier_uniform``
-            (every table and projection matrix ``U(-b, b)``, ``b = sqrt(6 / (rows + columns))``, the
-            mixed-dimension paper's protocol, Appendix H-I); see :func:`embreg.embeddings.init_embedding_`.
+            (``U(-b, b)``, ``b = sqrt(6 / (rows + columns))`` for every table and projection, a mixed-dimension
+            block's rows as rows of its whole table; the mixed-dimension paper's protocol, Appendix H-I); see
+            :func:`embreg.embeddings.init_embedding_`.
         mlp: NCF's MLP widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
         bottom_mlp: DLRM's bottom MLP hidden widths (its last layer outputs ``dim``).
         top_mlp: DLRM's top MLP hidden widths (its last layer outputs the logit).

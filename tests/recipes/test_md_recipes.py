@@ -131,7 +131,7 @@ def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_pa
             assert projection.abs().max() <= (6.0 / sum(projection.shape)) ** 0.5
 
 
-def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors(tmp_path):
+def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors():
     assert load_recipe("md-mf").model.init == "normal"
     with pytest.raises(ConfigError, match="model.init"):
         load_recipe("md-mf", ["model.init=kaiming"])

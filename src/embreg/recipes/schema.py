@@ -63,7 +63,8 @@ class ModelConfig:
         init: how the embedding tables start: ``normal`` (rows ``N(0, init_std^2)``) or ``xavier_uniform``
             (``U(-b, b)``, ``b = sqrt(6 / (rows + columns))`` for every table and projection, a mixed-dimension
             block's rows as rows of its whole table; the mixed-dimension paper's protocol, Appendix H-I); see
-            :func:`embreg.embeddings.init_embedding_`.
+            :func:`embreg.embeddings.init_embedding_`. NCF's and DLRM's linear layers start uniform Xavier with
+            zero biases whatever this says (:func:`embreg.models.mlp.mlp`).
         mlp: NCF's MLP widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
         bottom_mlp: DLRM's bottom MLP hidden widths (its last layer outputs ``dim``).
         top_mlp: DLRM's top MLP hidden widths (its last layer outputs the logit).

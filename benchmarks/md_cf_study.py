@@ -14,10 +14,10 @@ parameters; train vs test MSE for popular and rare items against alpha at a fixe
 
 With ``--tune-grid`` (alias ``--l2-grid``) one regularisation setting, ``--tune-key`` (default ``model.l2``, the
 MF penalty; e.g. ``train.weight_decay`` or ``model.dropout`` for NCF, whose recipe has no L2 term), is tuned per
-(budget, alpha) point, the same way for uniform (alpha 0) and MD: seed ``--tune-seed`` is trained at every grid
-value (early stopping on validation RMSE as always), the value with the lowest validation MSE is kept, and every
-seed is trained at it; only those runs enter the tables. The test
-split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the smaller budgets.
+(budget, alpha) point, the same way for uniform (alpha 0) and MD: seed ``--tune-seed`` (with ``--tune-seeds N``,
+that seed and the next N - 1) is trained at every grid value (early stopping on validation RMSE as always), the
+value with the lowest (mean) validation MSE is kept, and every seed is trained at it; only those runs enter the
+tables. The test split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the smaller budgets.
 
 Example:
     python benchmarks/md_cf_study.py --model mf --budget-dims 1 2 4 8 16 32 --alphas 0 0.1 0.2 0.3 0.4 0.5 \
@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="tune --tune-key per (budget, alpha) on the validation split of --tune-seed")
     parser.add_argument("--tune-key", default="model.l2", help="the recipe setting --tune-grid tunes")
     parser.add_argument("--tune-seed", type=int, default=0)
+    parser.add_argument("--tune-seeds", type=int, default=1,
+                        help="choose the --tune-grid value by the mean validation score of this many seeds, "
+                             "from --tune-seed on (default 1: that seed alone)")
     parser.add_argument("--md-max-budget-dim", type=float, default=None,
                         help="run MD (alpha > 0) only at budgets up to this many parameters per row")
     parser.add_argument("--out", required=True, help="output prefix (writes .json, .md, .png)")
@@ -232,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             if alpha > 0 and args.md_max_budget_dim is not None and dim > args.md_max_budget_dim:
                 continue
             chosen, record = tune_point(lambda seed, value: train(budget, alpha, seed, value), args.tune_grid,
-                                        args.tune_seed, "val_mse", args.tune_key)
+                                        args.tune_seed, "val_mse", args.tune_key, args.tune_seeds)
             if record is not None:
                 tuning.append({"budget": budget, "alpha": alpha, **record})
             for seed in range(args.seeds):

@@ -10,7 +10,8 @@ best epoch are computed (Fig. 2c). The tables end with the parameter-efficiency 
 validation) and the time to target of uniform against MD at each budget.
 
 With ``--tune-grid`` one regularisation setting (``--tune-key``, e.g. ``train.weight_decay``) is tuned per
-(budget, alpha) point on the validation log-loss of ``--tune-seed``, the same way for uniform (alpha 0) and MD,
+(budget, alpha) point on the validation log-loss of ``--tune-seed`` (with ``--tune-seeds N``, the mean over it
+and the next N - 1 seeds), the same way for uniform (alpha 0) and MD,
 and every seed is trained at the chosen value (the protocol of ``md_cf_study.py``).
 
 Example:
@@ -195,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="tune --tune-key per (budget, alpha) on the validation log-loss of --tune-seed")
     parser.add_argument("--tune-key", default="train.weight_decay", help="the recipe setting --tune-grid tunes")
     parser.add_argument("--tune-seed", type=int, default=0)
+    parser.add_argument("--tune-seeds", type=int, default=1,
+                        help="choose the --tune-grid value by the mean validation score of this many seeds, "
+                             "from --tune-seed on (default 1: that seed alone)")
     parser.add_argument("--note", default="shared 2-core machine with other jobs running: times are indicative",
                         help="what else ran on the machine (kept in the JSON beside the times)")
     parser.add_argument("--out", required=True)
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             if alpha > 0 and budget <= rows_total:
                 continue  # one parameter per row: every alpha gives dimension 1 everywhere, the alpha = 0 model
             chosen, record = tune_point(lambda seed, value: train(budget, alpha, seed, value), args.tune_grid,
-                                        args.tune_seed, "val_logloss", args.tune_key)
+                                        args.tune_seed, "val_logloss", args.tune_key, args.tune_seeds)
             if record is not None:
                 tuning.append({"budget": budget, "alpha": alpha, **record})
             rows.extend(train(budget, alpha, seed, chosen) for seed in range(args.seeds))

@@ -78,25 +78,40 @@ class RunLog:
 
 
 def tune_point(train: Callable[[int, float | None], dict], grid: list[float] | None, tune_seed: int,
-               score: str, key: str) -> tuple[float | None, dict | None]:
-    """Trains ``tune_seed`` at every grid value and keeps the one with the lowest validation ``score``.
+               score: str, key: str, tune_seeds: int = 1) -> tuple[float | None, dict | None]:
+    """Trains seeds ``tune_seed, ..., tune_seed + tune_seeds - 1`` at every grid value and keeps the value with
+    the lowest mean validation ``score`` over them (one seed: that seed's score).
 
     ``train(seed, value)`` returns a finished run. Returns ``(chosen value, tuning record)``, or
-    ``(None, None)`` without a grid.
+    ``(None, None)`` without a grid. The record holds the mean score per value and the seeds.
+
+    Example:
+        >>> runs = {(0, 1.0): 0.5, (1, 1.0): 0.9, (0, 2.0): 0.6, (1, 2.0): 0.6}
+        >>> tune_point(lambda seed, v: {"val": runs[seed, v]}, [1.0, 2.0], 0, "val", "k", tune_seeds=2)[0]
+        2.0
     """
     if not grid:
         return None, None
-    trials = {value: train(tune_seed, value) for value in grid}
-    chosen = min(trials, key=lambda value: trials[value][score])
-    return chosen, {"key": key, "chosen": chosen, score: {str(v): r[score] for v, r in trials.items()}}
+    if tune_seeds < 1:
+        raise ValueError(f"tune_seeds={tune_seeds} must be >= 1")
+    seeds = list(range(tune_seed, tune_seed + tune_seeds))
+    means = {value: sum(train(seed, value)[score] for seed in seeds) / len(seeds) for value in grid}
+    chosen = min(means, key=means.__getitem__)
+    record = {"key": key, "chosen": chosen, score: {str(v): m for v, m in means.items()}}
+    if tune_seeds > 1:
+        record["tune_seeds"] = seeds
+    return chosen, record
 
 
 def tuning_markdown(tuning: list[dict], key: str, score: str, label: str) -> str:
-    """The tuning seed's validation ``score`` at every grid value, per (budget, alpha); the chosen value in bold."""
+    """The tuning seeds' mean validation ``score`` at every grid value, per (budget, alpha); the chosen value in
+    bold."""
     if not tuning:
         return ""
     grid = sorted({float(v) for t in tuning for v in t[score]})
-    lines = ["", f"Tuning ({label} of the tuning seed at each value of {key}; chosen in bold):", "",
+    n = len(tuning[0].get("tune_seeds", [0]))
+    who = f"{label} of the tuning seed" if n == 1 else f"mean {label} of the {n} tuning seeds"
+    lines = ["", f"Tuning ({who} at each value of {key}; chosen in bold):", "",
              "| budget | alpha | " + " | ".join(f"{key} {v:g}" for v in grid) + " |",
              "|---|---|" + "---|" * len(grid)]
     for t in sorted(tuning, key=lambda t: (t["budget"], t["alpha"])):

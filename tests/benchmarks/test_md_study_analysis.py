@@ -13,7 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import md_ctr_study  # noqa: E402
-from md_study_sweep import advantage_in_se, efficiency, efficiency_markdown, output_path  # noqa: E402
+from md_study_sweep import (  # noqa: E402
+    advantage_in_se,
+    efficiency,
+    efficiency_markdown,
+    output_path,
+    tune_point,
+    tuning_markdown,
+)
 
 
 def entry(budget: float, alpha: float, test: float, val: float, size: int) -> dict:
@@ -107,3 +114,23 @@ def test_ctr_tables_and_plot_render(tmp_path):
 def test_output_paths_keep_dots_in_the_study_prefix():
     a, b = output_path(Path("d/study-lr0.01"), ".json"), output_path(Path("d/study-lr0.001"), ".json")
     assert (a, b) == (Path("d/study-lr0.01.json"), Path("d/study-lr0.001.json"))
+
+
+def test_tuning_chooses_by_the_mean_validation_score_of_the_tuning_seeds():
+    scores = {(0, 0.1): 0.80, (1, 0.1): 0.90, (2, 0.1): 0.88, (0, 0.2): 0.82, (1, 0.2): 0.84, (2, 0.2): 0.85}
+    calls = []
+
+    def train(seed, value):
+        calls.append((seed, value))
+        return {"val_mse": scores[seed, value]}
+
+    chosen, record = tune_point(train, [0.1, 0.2], 0, "val_mse", "model.l2")
+    assert chosen == 0.1 and "tune_seeds" not in record  # seed 0 alone prefers 0.1
+    chosen, record = tune_point(train, [0.1, 0.2], 0, "val_mse", "model.l2", tune_seeds=3)
+    assert chosen == 0.2 and record["tune_seeds"] == [0, 1, 2]  # the mean of seeds 0-2 prefers 0.2
+    assert record["val_mse"]["0.1"] == pytest.approx(0.86) and record["val_mse"]["0.2"] == pytest.approx(0.83667, abs=1e-5)
+    assert set(calls) == set(scores)
+    assert "mean validation MSE of the 3 tuning seeds" in tuning_markdown(
+        [{"budget": 10.0, "alpha": 0.0, **record}], "model.l2", "val_mse", "validation MSE")
+    with pytest.raises(ValueError, match="tune_seeds=0 must be >= 1"):
+        tune_point(train, [0.1], 0, "val_mse", "model.l2", tune_seeds=0)

@@ -17,7 +17,8 @@ MF penalty; e.g. ``train.weight_decay`` or ``model.dropout`` for NCF, whose reci
 (budget, alpha) point, the same way for uniform (alpha 0) and MD: seed ``--tune-seed`` (with ``--tune-seeds N``,
 that seed and the next N - 1) is trained at every grid value (early stopping on validation RMSE as always), the
 value with the lowest (mean) validation MSE is kept, and every seed is trained at it; only those runs enter the
-tables. The test split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the smaller budgets.
+tables. The test split is never looked at while choosing. ``--md-max-budget-dim`` limits MD (alpha > 0) to the
+smaller budgets.
 
 Example:
     python benchmarks/md_cf_study.py --model mf --budget-dims 1 2 4 8 16 32 --alphas 0 0.1 0.2 0.3 0.4 0.5 \

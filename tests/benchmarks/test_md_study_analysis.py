@@ -128,7 +128,7 @@ def test_tuning_chooses_by_the_mean_validation_score_of_the_tuning_seeds():
     assert chosen == 0.1 and "tune_seeds" not in record  # seed 0 alone prefers 0.1
     chosen, record = tune_point(train, [0.1, 0.2], 0, "val_mse", "model.l2", tune_seeds=3)
     assert chosen == 0.2 and record["tune_seeds"] == [0, 1, 2]  # the mean of seeds 0-2 prefers 0.2
-    assert record["val_mse"]["0.1"] == pytest.approx(0.86) and record["val_mse"]["0.2"] == pytest.approx(0.83667, abs=1e-5)
+    assert record["val_mse"] == {"0.1": pytest.approx(0.86), "0.2": pytest.approx(0.83667, abs=1e-5)}
     assert set(calls) == set(scores)
     assert "mean validation MSE of the 3 tuning seeds" in tuning_markdown(
         [{"budget": 10.0, "alpha": 0.0, **record}], "model.l2", "val_mse", "validation MSE")

@@ -20,6 +20,9 @@ def test_readme_python_examples_run():
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     assert tuple(namespace["vectors"].shape) == (32, 20, 64)
+    plan = namespace["plan"]  # the numbers the README states under its mixed-dimension example
+    assert (plan.num_parameters, plan.uniform_num_parameters) == (22_741, 39_375)
+    assert (plan.dims[1][0], plan.dims[1][-1], plan.base_dim) == (15, 5, 15)
 
 
 def test_ci_runs_the_readme_test_command():

@@ -207,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run MD (alpha > 0) only at budgets up to this many parameters per row")
     parser.add_argument("--out", required=True, help="output prefix (writes .json, .md, .png)")
     args = parser.parse_args(argv)
+    if args.fixed_budget_dim is not None and args.fixed_budget_dim not in args.budget_dims:
+        parser.error(f"--fixed-budget-dim {args.fixed_budget_dim:g} is not one of --budget-dims "
+                     f"{' '.join(f'{d:g}' for d in args.budget_dims)}: its train-vs-test panel would be empty")
     recipe = f"md-{args.model}"
     base = ["train.progress=false", "train.threads=1", *args.set]
     data = prepare_data(load_recipe(recipe, base))

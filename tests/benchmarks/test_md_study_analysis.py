@@ -134,3 +134,13 @@ def test_tuning_chooses_by_the_mean_validation_score_of_the_tuning_seeds():
         [{"budget": 10.0, "alpha": 0.0, **record}], "model.l2", "val_mse", "validation MSE")
     with pytest.raises(ValueError, match="tune_seeds=0 must be >= 1"):
         tune_point(train, [0.1], 0, "val_mse", "model.l2", tune_seeds=0)
+
+
+def test_cf_study_refuses_a_fixed_budget_outside_its_budgets(capsys):
+    import md_cf_study
+
+    with pytest.raises(SystemExit) as raised:
+        md_cf_study.main(["--budget-dims", "12", "16", "--fixed-budget-dim", "4", "--out", "unused"])
+    assert raised.value.code == 2
+    message = capsys.readouterr().err
+    assert "--fixed-budget-dim 4 is not one of --budget-dims 12 16" in message

@@ -41,6 +41,7 @@ import torch
 
 from md_study_sweep import (
     RunLog,
+    add_tuning_arguments,
     efficiency,
     efficiency_markdown,
     ordered_alphas,
@@ -196,13 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--fixed-budget-dim", type=float, default=None)
     parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
-    parser.add_argument("--tune-grid", "--l2-grid", dest="tune_grid", type=float, nargs="+", default=None,
-                        help="tune --tune-key per (budget, alpha) on the validation split of --tune-seed")
-    parser.add_argument("--tune-key", default="model.l2", help="the recipe setting --tune-grid tunes")
-    parser.add_argument("--tune-seed", type=int, default=0)
-    parser.add_argument("--tune-seeds", type=int, default=1,
-                        help="choose the --tune-grid value by the mean validation score of this many seeds, "
-                             "from --tune-seed on (default 1: that seed alone)")
+    add_tuning_arguments(parser, "model.l2", "validation MSE", ("--l2-grid",))
     parser.add_argument("--md-max-budget-dim", type=float, default=None,
                         help="run MD (alpha > 0) only at budgets up to this many parameters per row")
     parser.add_argument("--out", required=True, help="output prefix (writes .json, .md, .png)")

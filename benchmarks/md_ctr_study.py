@@ -35,6 +35,7 @@ import torch
 
 from md_study_sweep import (
     RunLog,
+    add_tuning_arguments,
     efficiency,
     efficiency_markdown,
     ordered_alphas,
@@ -192,13 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-slack", type=float, default=0.005,
                         help="target = best mean validation log-loss of the uniform (alpha 0) runs + this slack")
     parser.add_argument("--set", action="append", default=[], help="extra recipe override key=value")
-    parser.add_argument("--tune-grid", type=float, nargs="+", default=None,
-                        help="tune --tune-key per (budget, alpha) on the validation log-loss of --tune-seed")
-    parser.add_argument("--tune-key", default="train.weight_decay", help="the recipe setting --tune-grid tunes")
-    parser.add_argument("--tune-seed", type=int, default=0)
-    parser.add_argument("--tune-seeds", type=int, default=1,
-                        help="choose the --tune-grid value by the mean validation score of this many seeds, "
-                             "from --tune-seed on (default 1: that seed alone)")
+    add_tuning_arguments(parser, "train.weight_decay", "validation log-loss")
     parser.add_argument("--note", default="shared 2-core machine with other jobs running: times are indicative",
                         help="what else ran on the machine (kept in the JSON beside the times)")
     parser.add_argument("--out", required=True)

@@ -10,6 +10,7 @@ key (``None`` for runs at the recipe's own value, e.g. those of the studies befo
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Callable
@@ -75,6 +76,26 @@ class RunLog:
         with self.path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
         return row, True
+
+
+def add_tuning_arguments(parser: argparse.ArgumentParser, default_key: str, scored_on: str,
+                         grid_aliases: tuple[str, ...] = ()) -> None:
+    """The options :func:`tune_point` reads: ``--tune-grid`` (and ``grid_aliases``), ``--tune-key`` (default
+    ``default_key``), ``--tune-seed``, ``--tune-seeds``; ``scored_on`` names the validation score in the help.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_tuning_arguments(parser, "model.l2", "validation MSE", ("--l2-grid",))
+        >>> parser.parse_args(["--l2-grid", "0.1", "0.2", "--tune-seeds", "3"]).tune_grid
+        [0.1, 0.2]
+    """
+    parser.add_argument("--tune-grid", *grid_aliases, dest="tune_grid", type=float, nargs="+", default=None,
+                        help=f"tune --tune-key per (budget, alpha) on the {scored_on} of --tune-seed")
+    parser.add_argument("--tune-key", default=default_key, help="the recipe setting --tune-grid tunes")
+    parser.add_argument("--tune-seed", type=int, default=0)
+    parser.add_argument("--tune-seeds", type=int, default=1,
+                        help="choose the --tune-grid value by the mean validation score of this many seeds, "
+                             "from --tune-seed on (default 1: that seed alone)")
 
 
 def tune_point(train: Callable[[int, float | None], dict], grid: list[float] | None, tune_seed: int,

@@ -90,7 +90,8 @@ def add_tuning_arguments(parser: argparse.ArgumentParser, default_key: str, scor
         [0.1, 0.2]
     """
     parser.add_argument("--tune-grid", *grid_aliases, dest="tune_grid", type=float, nargs="+", default=None,
-                        help=f"tune --tune-key per (budget, alpha) on the {scored_on} of --tune-seed")
+                        help=f"tune --tune-key per (budget, alpha) on the {scored_on} of --tune-seed "
+                             "(the mean over --tune-seeds seeds)")
     parser.add_argument("--tune-key", default=default_key, help="the recipe setting --tune-grid tunes")
     parser.add_argument("--tune-seed", type=int, default=0)
     parser.add_argument("--tune-seeds", type=int, default=1,

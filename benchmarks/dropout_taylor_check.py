@@ -29,6 +29,7 @@ from embreg.recipes.lm_schema import LMRecipeConfig
 from embreg.regularizers.dropout import r_approx
 from embreg.regularizers.dropout.sites import model_sites
 from embreg.train.checkpoint import load_checkpoint
+from embreg.train.trainer import BEST_CHECKPOINT
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -46,7 +47,7 @@ def main() -> None:
     cfg = from_dict(LMRecipeConfig, load_yaml(run / "config.yaml"))
     corpus = load_corpus(cfg)
     model = build_lm(cfg, len(corpus.vocab))
-    model.load_state_dict(load_checkpoint(run / "best.pt")["model"])
+    model.load_state_dict(load_checkpoint(run / BEST_CHECKPOINT)["model"])
     model.train()
     groups = cfg.dropout.per_site_group()
     torch.manual_seed(args.seed)
@@ -77,7 +78,7 @@ def main() -> None:
                    f"--draws {args.draws} --samples {args.samples} --seed {args.seed}",
         "best_epoch": json.loads((run / "metrics.json").read_text()).get("best_epoch"),
         "machine": f"{platform.machine()} CPU, torch {torch.__version__}, 1 thread",
-        "checkpoint": str(run / "best.pt"), "windows": windows, "tokens_per_window": int(batch["input"].numel()),
+        "checkpoint": str(run / BEST_CHECKPOINT), "windows": windows, "tokens_per_window": int(batch["input"].numel()),
         "E[R_drop]": means["r_drop"],
         "E[R_approx] (model sharing)": means["r_approx_model"],
         "E[R_approx] (element, eq. 4.4)": means["r_approx_element"],

@@ -1,6 +1,6 @@
 """Noise attenuation through all-MiniLM-L6-v2 before and after fine-tuning (lnsr-noise-stability-bert.txt, Fig. 1).
 
-For the pretrained encoder and for fine-tuned models (``best.pt`` of run directories made with
+For the pretrained encoder and for fine-tuned models (``best.safetensors`` of run directories made with
 ``--set train.keep_checkpoints=best``), Gaussian noise of 5% of a layer's output norm is injected at each layer in
 turn and the relative change is measured at every later layer, on test reviews (evaluation mode).
 
@@ -22,6 +22,7 @@ import torch
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.train.checkpoint import load_checkpoint
+from embreg.train.trainer import BEST_CHECKPOINT
 from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -30,7 +31,7 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", action="append", default=[], metavar="NAME=DIR",
-                        help="a fine-tuned run directory holding best.pt (repeatable)")
+                        help="a fine-tuned run directory holding best.safetensors (repeatable)")
     parser.add_argument("--examples", type=int, default=64, help="test reviews to average over")
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--ratio", type=float, default=0.05)
@@ -45,7 +46,7 @@ def main() -> None:
     curves = {"pretrained": noise_attenuation(model, batch, ratio=args.ratio, repeats=args.repeats)}
     for spec in args.run:
         name, _, directory = spec.partition("=")
-        state = load_checkpoint(Path(directory) / "best.pt")["model"]
+        state = load_checkpoint(Path(directory) / BEST_CHECKPOINT)["model"]
         model.load_state_dict(state)
         curves[f"fine-tuned: {name}"] = noise_attenuation(model, batch, ratio=args.ratio, repeats=args.repeats)
     command = "python benchmarks/finetune_noise_attenuation.py " + " ".join(sys.argv[1:])

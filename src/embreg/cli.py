@@ -1,7 +1,8 @@
 """The ``embreg`` command line.
 
-    embreg run RECIPE [--set key=value ...] [--seeds N] [--out DIR] [--resume]
-    embreg list
+    embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume]
+    embreg show RECIPE|FILE.yaml [--set key=value ...]
+    embreg list [--json]
     embreg data fetch NAME [--force]
     embreg compare DIR DIR ... [--metrics m1,m2]
     embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
@@ -23,44 +24,76 @@ def _default_out(name: str) -> Path:
     return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from embreg.recipes.families import family_for
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--seeds 0`` is an error, not one seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
 
-    family = family_for(args.recipe)  # recommender, language-model or fine-tuning, by the recipe's task
-    cfg = family.load(args.recipe, args.set)
-    out = Path(args.out) if args.out else _default_out(cfg.name)
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from embreg.recipes import load_recipe
+    from embreg.recipes.run import run_seeds, run_single
+
+    recipe = load_recipe(args.recipe, args.set)
+    out = Path(args.out) if args.out else _default_out(recipe.name)
     if args.seeds > 1:
-        summary = family.run_seeds(cfg, out, args.seeds, resume=args.resume)
-        print(f"\n{cfg.name}: {args.seeds} seeds -> {out}")
+        summary = run_seeds(recipe, out, args.seeds, resume=args.resume)
+        print(f"\n{recipe.name}: {args.seeds} seeds -> {out}")
         for key, stats in summary.items():
             print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}  (median {stats['median']:.4f}, "
                   f"max {stats['max']:.4f})")
     else:
-        result = family.run_single(cfg, out, resume=args.resume)
-        print(f"\n{cfg.name} -> {out}")
+        result = run_single(recipe, out, resume=args.resume)
+        print(f"\n{recipe.name} -> {out}")
         for key, value in result.metrics.items():
             print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    import yaml
+
+    from embreg.config import to_dict
+    from embreg.recipes import load_recipe
+
+    recipe = load_recipe(args.recipe, args.set)
+    print(yaml.safe_dump(to_dict(recipe), sort_keys=False, width=120), end="")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from embreg.data import list_datasets
     from embreg.recipes import list_recipes
+    from embreg.registry import REGISTRY, SLOTS
 
+    recipes = list_recipes()
+    datasets = list_datasets()
+    if args.json:
+        import json
+
+        print(json.dumps({
+            "recipes": recipes,
+            "datasets": {info.name: info.description for info in datasets},
+            "registry": {slot: [entry.describe() for entry in REGISTRY.entries(slot).values()] for slot in SLOTS},
+        }, indent=2))
+        return 0
     print("recipes:")
-    for name, description in list_recipes().items():
-        print(f"  {name:16s} {description}")
+    for name, description in recipes.items():
+        print(f"  {name:24s} {description}")
     print("datasets:")
-    for info in list_datasets():
-        print(f"  {info.name:16s} {info.description}")
-    print("index transforms (embreg.sse):")
-    for name, description in (("SSE", "SSE-SE, uniform swaps (eq. 5)"),
-                              ("SSEGraph", "SSE-Graph, neighbour-weighted swaps (eq. 3)"),
-                              ("LabelSSE", "SSE on label/target ids")):
-        print(f"  {name:16s} {description}")
-    print("regularizers (embedding vectors):")
-    print(f"  {'dropout':16s} dropout on user/item vectors (model.dropout)")
-    print(f"  {'l2':16s} squared norm of looked-up vectors and biases (model.l2)")
+    for info in datasets:
+        print(f"  {info.name:24s} {info.description}")
+    for slot in SLOTS:
+        print(f"{slot.replace('_', ' ')}s:")
+        for entry in REGISTRY.entries(slot).values():
+            needs = f" [needs {', '.join(entry.requires)}]" if entry.requires else ""
+            reference = f" ({entry.reference})" if entry.reference else ""
+            print(f"  {entry.name:24s} {entry.summary}{needs}{reference}")
     return 0
 
 
@@ -137,12 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
-    run.add_argument("--seeds", type=int, default=1, help="number of training seeds (train.seed, +1, ...)")
+    run.add_argument("--seeds", type=_positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
     run.add_argument("--out", help="run directory (default runs/<recipe>-<time>)")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     run.set_defaults(func=cmd_run)
 
-    sub.add_parser("list", help="list recipes, datasets and techniques").set_defaults(func=cmd_list)
+    show = sub.add_parser("show", help="print a recipe with every default filled in (YAML)")
+    show.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
+    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    show.set_defaults(func=cmd_show)
+
+    listing = sub.add_parser("list", help="list recipes, datasets, tasks, models and techniques")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(func=cmd_list)
 
     data = sub.add_parser("data", help="dataset registry")
     data.add_argument("action", choices=["fetch", "list"])

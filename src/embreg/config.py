@@ -121,6 +121,9 @@ def _convert(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
     """Check ``value`` against the annotation ``tp`` and return it converted (tuples, floats, nested dataclasses)."""
     if tp is Any:
         return value
+    if isinstance(tp, type) and hasattr(tp, "__config_from__"):
+        # Registry-backed sections (``{name: ..., **args}``) validate themselves against their registry entry.
+        return value if isinstance(value, tp) else tp.__config_from__(value, key)
     if tp is type(None):
         if value is None:
             return None
@@ -197,7 +200,7 @@ def _convert_union(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
     candidates = [m for m in members if m is not type(None)]
     if len(candidates) == 1:
         only = candidates[0]
-        if get_origin(only) is not None or dataclasses.is_dataclass(only):
+        if get_origin(only) is not None or dataclasses.is_dataclass(only) or hasattr(only, "__config_from__"):
             # Containers and sections report the inner key that went wrong, which says more.
             return _convert(only, value, key, coerce=coerce)
         try:
@@ -325,6 +328,8 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any, key: str) -> Any:
+    if hasattr(value, "__config_to__"):
+        return value.__config_to__()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name), _join(key, f.name)) for f in dataclasses.fields(value) if f.init}
     if isinstance(value, Mapping):
@@ -413,7 +418,8 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
     """Apply ``a.b.c=value`` overrides to a nested config mapping, returning a new dict.
 
     Each value is parsed with ``yaml.safe_load``, so ``0.01``, ``true``, ``[1, 2]`` and ``null`` mean what they
-    do in a recipe; an empty value (``a=``) is ``null``. Missing intermediate mappings (or ``null`` ones) are
+    do in a recipe; an empty value (``a=``) is ``null``. A numeric key part indexes a list
+    (``regularizers.0.weight=2``). Missing intermediate mappings (or ``null`` ones) are
     created. Keys are not checked here: :func:`from_dict` rejects unknown keys later with a suggestion.
 
     Args:
@@ -446,16 +452,30 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
             value = yaml.safe_load(raw_value)
         except yaml.YAMLError as exc:
             raise ConfigError(f"override {override!r}: value {raw_value!r} is not valid YAML ({exc})") from exc
-        node = result
+        node: Any = result
         for depth, part in enumerate(parts[:-1]):
+            prefix = ".".join(parts[: depth + 1])
+            if isinstance(node, list):
+                node = node[_list_index(node, part, override, prefix)]
+                continue
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
-            elif not isinstance(child, dict):
-                prefix = ".".join(parts[: depth + 1])
+            elif not isinstance(child, (dict, list)):
                 raise ConfigError(
                     f"override {override!r}: {prefix!r} holds {_describe(child)}, not a mapping, so it has no sub-keys"
                 )
             node = child
-        node[parts[-1]] = value
+        if isinstance(node, list):
+            node[_list_index(node, parts[-1], override, raw_key.strip())] = value
+        else:
+            node[parts[-1]] = value
     return result
+
+
+def _list_index(items: list, part: str, override: str, prefix: str) -> int:
+    """The list position a key part names (``regularizers.0.weight``: part ``"0"``)."""
+    if not part.lstrip("-").isdigit() or not -len(items) <= int(part) < len(items):
+        raise ConfigError(f"override {override!r}: {prefix!r} indexes a list of {len(items)} items; "
+                          f"use 0..{len(items) - 1}")
+    return int(part)

@@ -61,7 +61,7 @@ def test_run_seeds_writes_summary_and_resume_adds_seeds(tmp_path: Path, capsys: 
     assert first["test_accuracy"]["n"] == 2 and "gap_accuracy" in first and "seconds_per_step" in first
     metrics = json.loads((out / "seed-0" / "metrics.json").read_text())
     assert metrics["gap_accuracy"] == pytest.approx(metrics["train_accuracy"] - metrics["test_accuracy"])
-    assert not (out / "seed-0" / "last.pt").exists()  # checkpoints are dropped once a seed is finished
+    assert not (out / "seed-0" / "last.safetensors").exists()  # checkpoints are dropped once a seed is finished
     stamp = (out / "seed-0" / "metrics.json").stat().st_mtime_ns
     assert main([*args, "--seeds", "3", "--resume"]) == 0
     assert (out / "seed-0" / "metrics.json").stat().st_mtime_ns == stamp  # finished seeds are not rerun

@@ -19,7 +19,8 @@ def test_rating_recipes_land_in_a_sane_range(tmp_path, name):
     m = result.metrics
     assert 0.85 < m["test_rmse"] < 1.3, m
     assert 0.6 < m["test_mae"] < 1.1, m
-    for f in ("config.yaml", "split.json", "history.jsonl", "metrics.json", "best.pt", "last.pt", "report.md"):
+    for f in ("config.yaml", "split.json", "history.jsonl", "metrics.json", "best.safetensors", "last.safetensors",
+              "report.md"):
         assert (tmp_path / f).exists(), f
     assert json.loads((tmp_path / "split.json").read_text())["split_seed"] == 0
 

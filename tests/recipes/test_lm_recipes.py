@@ -86,7 +86,8 @@ def test_lm_recipes_train_on_a_slice_of_real_text(tmp_path, name, extra):
     m = result.metrics
     assert 10 < m["val_ppl"] < 400 and 10 < m["test_ppl"] < 400, m  # a uniform guess over 400 words is 400
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"] + 0.5
-    for f in ("config.yaml", "corpus.json", "history.jsonl", "metrics.json", "best.pt", "last.pt", "report.md"):
+    for f in ("config.yaml", "corpus.json", "history.jsonl", "metrics.json", "best.safetensors", "last.safetensors",
+              "report.md"):
         assert (tmp_path / f).exists(), f
     corpus = json.loads((tmp_path / "corpus.json").read_text())
     assert corpus["train"]["tokens"] == 2400 and not set(corpus["articles"]["train"]) & set(corpus["articles"]["test"])

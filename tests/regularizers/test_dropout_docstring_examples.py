@@ -12,7 +12,7 @@ MODULES = [
     "embreg.regularizers.dropout.explicit", "embreg.regularizers.dropout.implicit",
     "embreg.regularizers.dropout.algorithms", "embreg.regularizers.dropout.sites",
     "embreg.models.lstm_lm", "embreg.models.lstm_sequence", "embreg.train.lm_batches", "embreg.train.lm_eval", "embreg.data.text_vocab",
-    "embreg.data.text_corpus", "embreg.data.text_sources", "embreg.recipes.lm_run",
+    "embreg.data.text_corpus", "embreg.data.text_sources", "embreg.recipes.tasks.lm",
 ]
 
 

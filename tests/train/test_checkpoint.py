@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.torch
 import torch
 
 from embreg.errors import DataError
@@ -71,7 +72,7 @@ def test_atomic_write_json_unserialisable_keeps_previous_file(tmp_path: Path) ->
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
     model = torch.nn.Linear(3, 2)
     state = {"model": model.state_dict(), "epoch": 4, "history": [{"loss": 0.5}], "rng": torch.get_rng_state()}
-    path = save_checkpoint(tmp_path / "best.pt", state)
+    path = save_checkpoint(tmp_path / "best.safetensors", state)
     loaded = load_checkpoint(path)
     assert loaded["epoch"] == 4 and loaded["history"] == [{"loss": 0.5}]
     for key, value in model.state_dict().items():
@@ -81,33 +82,44 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
 
 
 def test_interrupted_save_keeps_previous_checkpoint_and_removes_temp(tmp_path: Path, monkeypatch) -> None:
-    path = save_checkpoint(tmp_path / "best.pt", {"epoch": 1, "w": torch.ones(3)})
+    path = save_checkpoint(tmp_path / "best.safetensors", {"epoch": 1, "w": torch.ones(3)})
     before = path.read_bytes()
-    real_save = torch.save
 
-    def save_half_then_fail(obj, handle, *args, **kwargs):
-        handle.write(b"PARTIAL" * 100)  # a half-written file...
-        raise KeyboardInterrupt  # ...then an interruption (BaseException, not Exception)
+    def interrupt(fd):
+        raise KeyboardInterrupt  # the temporary file is written but not yet synced/renamed (BaseException)
 
-    monkeypatch.setattr(torch, "save", save_half_then_fail)
+    monkeypatch.setattr(checkpoint.os, "fsync", interrupt)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"epoch": 2, "w": torch.zeros(3)})
-    monkeypatch.setattr(torch, "save", real_save)
+    monkeypatch.undo()
 
     assert path.read_bytes() == before
     assert load_checkpoint(path)["epoch"] == 1
     assert leftovers(tmp_path) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.safetensors"]
 
 
 def test_failed_first_save_leaves_no_target(tmp_path: Path, monkeypatch) -> None:
-    def fail(obj, handle, *args, **kwargs):
-        handle.write(b"x")
-        raise RuntimeError("disk full")
+    def fail(fd):
+        raise OSError("disk full")
 
-    monkeypatch.setattr(torch, "save", fail)
-    with pytest.raises(RuntimeError, match="disk full"):
-        save_checkpoint(tmp_path / "new.pt", {"epoch": 0})
+    monkeypatch.setattr(checkpoint.os, "fsync", fail)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path / "new.safetensors", {"epoch": 0})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unstorable_state_is_a_type_error_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"'history/0/when'.*cannot store a builtins\.object"):
+        save_checkpoint(tmp_path / "x.safetensors", {"history": [{"when": object()}]})
+    with pytest.raises(TypeError, match="dict key"):
+        save_checkpoint(tmp_path / "x.safetensors", {"state": {(1, 2): 3}})
+    with pytest.raises(TypeError, match="cannot store dtype torch.complex64"):
+        save_checkpoint(tmp_path / "x.safetensors", {"z": torch.zeros(2, dtype=torch.complex64)})
+    cyclic: list = []
+    cyclic.append(cyclic)
+    with pytest.raises(TypeError, match="reference cycle"):
+        save_checkpoint(tmp_path / "x.safetensors", {"c": cyclic})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -126,28 +138,30 @@ def test_failed_replace_removes_temp(tmp_path: Path, monkeypatch) -> None:
 
 def test_save_checkpoint_rejects_non_dict(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="state must be a dict, got list"):
-        save_checkpoint(tmp_path / "x.pt", [1, 2])  # type: ignore[arg-type]
+        save_checkpoint(tmp_path / "x.safetensors", [1, 2])  # type: ignore[arg-type]
 
 
 def test_load_missing_checkpoint_names_path(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"checkpoint not found: .*missing\.pt"):
-        load_checkpoint(tmp_path / "missing.pt")
+    with pytest.raises(DataError, match=r"checkpoint not found: .*missing\.safetensors"):
+        load_checkpoint(tmp_path / "missing.safetensors")
     with pytest.raises(DataError, match="is not a file"):
         load_checkpoint(tmp_path)
 
 
 def test_load_corrupt_or_truncated_checkpoint_raises_data_error(tmp_path: Path) -> None:
-    garbage = atomic_write_bytes(tmp_path / "garbage.pt", b"not a checkpoint at all")
-    with pytest.raises(DataError, match=r"garbage\.pt' is corrupt"):
+    garbage = atomic_write_bytes(tmp_path / "garbage.safetensors", b"not a checkpoint at all")
+    with pytest.raises(DataError, match=r"garbage\.safetensors' is corrupt"):
         load_checkpoint(garbage)
-    good = save_checkpoint(tmp_path / "good.pt", {"w": torch.ones(100)})
-    truncated = atomic_write_bytes(tmp_path / "truncated.pt", good.read_bytes()[: good.stat().st_size // 2])
-    with pytest.raises(DataError, match=r"truncated\.pt' is corrupt"):
+    good = save_checkpoint(tmp_path / "good.safetensors", {"w": torch.ones(100)})
+    truncated = atomic_write_bytes(tmp_path / "truncated.safetensors", good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(DataError, match=r"truncated\.safetensors' is corrupt"):
         load_checkpoint(truncated)
 
 
 def test_load_checkpoint_holding_non_dict_raises(tmp_path: Path) -> None:
-    path = tmp_path / "list.pt"
-    torch.save([1, 2], path)
-    with pytest.raises(DataError, match="holds list, expected a dict"):
+    skeleton = json.dumps({"$": "list", "items": [1, 2]})
+    data = safetensors.torch.save({}, metadata={"format": "embreg-checkpoint", "format_version": "1",
+                                                "embreg_state": skeleton})
+    path = atomic_write_bytes(tmp_path / "list.safetensors", data)
+    with pytest.raises(DataError, match=r"list\.safetensors' holds list, expected a dict"):
         load_checkpoint(path)

@@ -40,7 +40,7 @@ def test_resumed_run_matches_uninterrupted_run(tmp_path, synthetic_ratings):
 
     with pytest.raises(Interrupt):
         _make(synthetic_ratings, tmp_path / "cut", callbacks=[stop_after_third]).fit()
-    assert (tmp_path / "cut" / "last.pt").exists()
+    assert (tmp_path / "cut" / "last.safetensors").exists()
     assert not (tmp_path / "cut" / "metrics.json").exists()
     resumed = _make(synthetic_ratings, tmp_path / "cut").fit(resume=True)
     assert resumed.metrics == full.metrics

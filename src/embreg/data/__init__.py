@@ -15,6 +15,8 @@ Your own interactions: ``load_ratings_file("ratings.csv", user="uid", item="iid"
 
 Text for language models: ``load_enwiki()`` (the ``enwiki-gensim`` Wikipedia extract, split by article) or
 ``load_text_files(train, valid, test)`` for your own plain-text files.
+
+Your own labelled texts for fine-tuning: ``load_text_file("reviews.csv", text_col="body", label_col="stars")``.
 """
 
 from embreg.data import catalog as _catalog  # noqa: F401  (registers the built-in datasets)
@@ -30,12 +32,11 @@ from embreg.data.graphs import (
     item_graph_from_kg,
     user_graph_from_attributes,
 )
+from embreg.data.labelled_text import TextTask, few_sample_split
 from embreg.data.movielens import MovieLens100k, load_ml100k
 from embreg.data.movielens_ctr import load_ml100k_ctr
-from embreg.data.labelled_text import TextTask, few_sample_split
 from embreg.data.polarity import load_polarity
 from embreg.data.ratings import RatingsData, encode_labels
-from embreg.data.reviews import load_reviews
 from embreg.data.ratings_file import load_ratings_file
 from embreg.data.registry import (
     DEFAULT_REGISTRY,
@@ -49,14 +50,16 @@ from embreg.data.registry import (
     list_datasets,
     register_dataset,
 )
+from embreg.data.reviews import load_reviews
 from embreg.data.samplers import NegativeSampler
 from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
 from embreg.data.splits import load_split, per_user_split, random_split, save_split
+from embreg.data.synthetic_ctr import synthetic_ctr
 from embreg.data.text_corpus import TextCorpus, build_corpus, load_text_files, split_articles, tokenize_text
+from embreg.data.text_file import load_text_file
 from embreg.data.text_sources import PinnedWheelSource
 from embreg.data.text_vocab import Vocabulary
 from embreg.data.wikipedia import load_enwiki, read_wiki_dump
-from embreg.data.synthetic_ctr import synthetic_ctr
 
 __all__ = [
     "TextTask",
@@ -98,6 +101,7 @@ __all__ = [
     "load_ml100k",
     "load_ratings_file",
     "load_split",
+    "load_text_file",
     "load_text_files",
     "per_user_split",
     "random_split",

@@ -6,12 +6,15 @@ Reference: sse-stochastic-shared-embeddings.txt, Section 4.1 and Table 3 ("BPR",
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from embreg.models.output import ModelOutput
-from embreg.models.user_item import UserItemModel, normal_table, zero_table
+from embreg.models.user_item import UserItemConfig, UserItemModel, normal_table, user_item_tables, zero_table
+from embreg.registry import register
 
 
 class BPR(UserItemModel):
@@ -124,3 +127,14 @@ def _table(embedding: nn.Module) -> torch.Tensor:
         raise TypeError(f"{type(embedding).__name__} has no num_embeddings; cannot score every item")
     device = next(embedding.parameters()).device
     return embedding(torch.arange(n, device=device))
+
+
+@register("model", "bpr", config=UserItemConfig, tasks=("ranking",), kinds=("user", "item"),
+          embeddings=("uniform",), summary="Bayesian personalised ranking (pairwise loss, sampled negatives)",
+          reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)")
+def build_bpr(config: UserItemConfig, context: Any) -> BPR:
+    """:class:`BPR` over uniform user/item tables with an item bias, with its user/item index transforms."""
+    bias = zero_table(context.num_ids("item"))  # drawn first: the order every stored BPR result used
+    users, items = user_item_tables(config, context)
+    return BPR(users, items, bias, user_transform=context.transforms.get("user"),
+               item_transform=context.transforms.get("item"), dropout=config.dropout, l2=config.l2)

@@ -10,13 +10,54 @@ click logit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from embreg.embeddings.tables import TableRequest
+from embreg.errors import ConfigError
+from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.mlp import mlp
 from embreg.models.output import ModelOutput
+from embreg.nn.layer_stack import SequentialSlice, SequentialStack, linear_block_bounds
+from embreg.registry import register
+
+
+class InteractionLayer(nn.Module):
+    """Layer 1 of DLRM's layer stack: pairwise dot interactions, then the first top-MLP block.
+
+    From ``h_0`` the stacked vectors ``(B, V, D)`` it forms the ``V(V-1)/2`` dot products of distinct pairs (the
+    strictly lower triangle of ``h_0 h_0^T``), puts the dense vector ``h_0[:, 0]`` in front of them when the model
+    has dense features, and runs the first top-MLP block (none when the top MLP is just its output layer).
+
+    Args:
+        num_vectors: ``V``.
+        dense: ``h_0[:, 0]`` is the bottom MLP's output and joins the interactions.
+        block: the first top-MLP block, or ``None``.
+
+    Shapes:
+        ``(B, V, D) -> (B, w_1)`` (``w_1`` the first top width; without a block ``(B, [D +] V(V-1)/2)``).
+    """
+
+    def __init__(self, num_vectors: int, *, dense: bool, block: nn.Module | None) -> None:
+        super().__init__()
+        rows, cols = torch.tril_indices(num_vectors, num_vectors, offset=-1)
+        self.register_buffer("pair_rows", rows, persistent=False)
+        self.register_buffer("pair_cols", cols, persistent=False)
+        self.dense = dense
+        self.block = block
+
+    def forward(self, stacked: torch.Tensor, record: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """The layer's output; ``record`` (if given) receives the ``"interactions"`` ``(B, V(V-1)/2)``."""
+        gram = stacked @ stacked.transpose(1, 2)  # (B, V, V)
+        pairs = gram[:, self.pair_rows, self.pair_cols]  # (B, V(V-1)/2)
+        if record is not None:
+            record["interactions"] = pairs
+        top_in = torch.cat([stacked[:, 0], pairs], dim=1) if self.dense else pairs
+        return top_in if self.block is None else self.block(top_in)
 
 
 class DLRM(nn.Module):
@@ -36,6 +77,15 @@ class DLRM(nn.Module):
         bottom_mlp: hidden widths of the bottom MLP before its last layer (which outputs D).
         top_mlp: hidden widths of the top MLP before its output layer (which outputs 1).
         negative_slope: LeakyReLU slope of both MLPs.
+
+    Layer stack (:meth:`layer_stack`, for LNSR, R3F, SMART and LayerNoise; lnsr-noise-stability-bert.txt, Sec. 3.1
+    and 5.4): ``h_0`` is the stacked vectors ``(B, V, D)`` that enter the interaction -- the bottom MLP's output
+    first (when there are dense features), then one vector per field and per bag. The dense vector is part of
+    ``h_0`` because the interaction treats it like any field vector (and also passes it on directly); R3F's and
+    SMART's "noise on the embeddings" therefore perturbs it too. Layer 1 is the interaction followed by the first
+    top-MLP block (:class:`InteractionLayer`), layer ``r > 1`` top-MLP block ``r``, and the head is the top MLP's
+    output layer -> logits ``(B,)``. ``forward`` returns the ``L + 1`` states in ``hidden`` (keys
+    ``hidden_states.<i>``) beside ``"interactions"``.
 
     Shapes:
         predictions: (B,) click logits (apply ``sigmoid`` for probabilities).
@@ -76,11 +126,21 @@ class DLRM(nn.Module):
         self.bag_embeddings = nn.ModuleList(bag_embeddings)
         self.bottom = mlp(num_dense, [*bottom_mlp, dim], negative_slope=negative_slope) if num_dense else None
         num_vectors = len(self.embeddings) + len(self.bag_embeddings) + (1 if num_dense else 0)
-        rows, cols = torch.tril_indices(num_vectors, num_vectors, offset=-1)
-        self.register_buffer("pair_rows", rows, persistent=False)
-        self.register_buffer("pair_cols", cols, persistent=False)
-        top_in = rows.numel() + (dim if num_dense else 0)
+        top_in = num_vectors * (num_vectors - 1) // 2 + (dim if num_dense else 0)
         self.top = mlp(top_in, [*top_mlp, 1], negative_slope=negative_slope, last_activation=False)
+        blocks = [SequentialSlice(self.top, start, stop) for start, stop in linear_block_bounds(self.top)[:-1]]
+        self.stack_layers = nn.ModuleList(
+            [InteractionLayer(num_vectors, dense=bool(num_dense), block=blocks[0] if blocks else None), *blocks[1:]])
+
+    @property
+    def pair_rows(self) -> torch.Tensor:
+        """Row index of each interaction pair (the strictly lower triangle), ``(V(V-1)/2,)``."""
+        return self.stack_layers[0].pair_rows
+
+    @property
+    def pair_cols(self) -> torch.Tensor:
+        """Column index of each interaction pair, ``(V(V-1)/2,)``."""
+        return self.stack_layers[0].pair_cols
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Click logits (B,) for a batch (see the class docstring for its keys)."""
@@ -93,13 +153,74 @@ class DLRM(nn.Module):
         if len(self.bag_embeddings):
             bags = batch["bags"]
             vectors.extend(emb(bags[:, g]) for g, emb in enumerate(self.bag_embeddings))
-        stacked = torch.stack(vectors, dim=1)  # (B, V, D)
-        gram = stacked @ stacked.transpose(1, 2)  # (B, V, V)
-        pairs = gram[:, self.pair_rows, self.pair_cols]  # (B, V(V-1)/2)
-        top_in = torch.cat([vectors[0], pairs], dim=1) if self.bottom is not None else pairs
-        logits = self.top(top_in).squeeze(-1)
-        return ModelOutput(predictions=logits, hidden={"interactions": pairs})
+        hidden: dict[str, torch.Tensor] = {}
+        states = [torch.stack(vectors, dim=1)]  # h_0: (B, V, D)
+        states.append(self.stack_layers[0](states[0], hidden))
+        for layer in self.stack_layers[1:]:
+            states.append(layer(states[-1]))
+        logits = self.head(states[-1])
+        return ModelOutput(predictions=logits, hidden={**hidden, **hidden_states_dict(states)})
+
+    def head(self, last_hidden: torch.Tensor) -> torch.Tensor:
+        """The top MLP's output layer: logits ``(B,)`` from ``h_L`` ``(B, w_L)``."""
+        return self.top[len(self.top) - 1](last_hidden).squeeze(-1)
+
+    def layer_stack(self) -> SequentialStack:
+        """The stack ``h_0 = stacked vectors -> interaction + top block 1 -> top block 2 -> ...``, head :meth:`head`.
+
+        Example:
+            >>> model = DLRM([nn.Embedding(5, 4), nn.Embedding(7, 4)], num_dense=3, top_mlp=(8, 6)).eval()
+            >>> batch = {"categorical": torch.tensor([[0, 6], [4, 1]]), "dense": torch.randn(2, 3)}
+            >>> out, stack = model(batch), model.layer_stack()
+            >>> h = stack.clean_states(out)
+            >>> stack.num_layers, [tuple(t.shape) for t in h]
+            (2, [(2, 3, 4), (2, 8), (2, 6)])
+            >>> torch.equal(stack.predict(stack.run(h[0], batch)[-1], batch), out.predictions)
+            True
+        """
+        return SequentialStack(list(self.stack_layers), head=self.head)
 
     def loss(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> torch.Tensor:
         """Binary cross-entropy of the logits against ``batch["label"]`` (Sec. II: cross entropy)."""
         return F.binary_cross_entropy_with_logits(output.predictions, batch["label"].to(output.predictions.dtype))
+
+
+@dataclass
+class DLRMConfig:
+    """``model: {name: dlrm, dim: 16, bottom_mlp: [64], top_mlp: [64, 32]}``.
+
+    Attributes:
+        dim: embedding dimension (the base dimension of mixed-dimension tables).
+        init_std, init: how the embedding tables start; the linear layers start uniform Xavier with zero biases.
+        bottom_mlp: hidden widths of the bottom MLP on the dense features (its last layer outputs ``dim``).
+        top_mlp: hidden widths of the top MLP (its last layer outputs the logit).
+    """
+
+    dim: int = 16
+    init_std: float = 0.1
+    init: Literal["normal", "xavier_uniform"] = "normal"
+    bottom_mlp: list[int] = field(default_factory=lambda: [64])
+    top_mlp: list[int] = field(default_factory=lambda: [64, 32])
+
+    def __post_init__(self) -> None:
+        if self.dim < 1 or any(width < 1 for width in self.bottom_mlp + self.top_mlp):
+            raise ConfigError(f"model.dim={self.dim}, bottom_mlp={self.bottom_mlp} and top_mlp={self.top_mlp} must "
+                              "hold sizes >= 1")
+
+
+@register("model", "dlrm", config=DLRMConfig, tasks=("ctr",), provides=("layer_stack", "linear_layers"),
+          summary="DLRM: bottom MLP, per-field embeddings, pairwise dot interactions, top MLP -> click logit",
+          reference="mixed-dimension-embeddings.txt, Sec. IV (DLRM)")
+def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
+    """:class:`DLRM` over one table per field of the task's click table (uniform or one MD block per field)."""
+    prepared = context.prepared
+    table = prepared.table
+    num_single = len(table.cardinalities)
+    frequencies = list(prepared.part("train").field_frequencies())
+    bag_fields = {num_single + g: table.bag_padding(g) for g in range(len(table.bag_names))}
+    request = TableRequest(frequencies, dim=config.dim, init=config.init, init_std=config.init_std,
+                           layout="fields", bag_fields=bag_fields)
+    tables, plan = context.tables(request)
+    dim = config.dim if plan is None else plan.base_dim
+    return DLRM(tables[:num_single], len(table.dense_names), dim=dim, bag_embeddings=tables[num_single:],
+                bottom_mlp=tuple(config.bottom_mlp), top_mlp=tuple(config.top_mlp))

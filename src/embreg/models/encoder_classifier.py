@@ -12,6 +12,7 @@ costs what its longest text costs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from torch import nn
 from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.registry import register
 
 __all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
 
@@ -162,3 +164,39 @@ class EncoderClassifier(nn.Module):
 
         encoder, tokenizer = load_pretrained(name_or_path)
         return cls(encoder, num_labels, **kwargs), tokenizer
+
+
+@dataclass
+class EncoderClassifierConfig:
+    """The pretrained encoder and its head (``model: {name: encoder-classifier, ...}``).
+
+    Attributes:
+        pretrained: a registry name (``all-minilm-l6-v2``) or a local Hugging Face checkpoint directory.
+        pooling: ``mean`` or ``cls`` (see :class:`EncoderClassifier`).
+        dropout: dropout before the head (``null``: the encoder's hidden dropout).
+        init_std: standard deviation of the head's initialisation (lnsr-noise-stability-bert.txt, Sec. 4.3: 0.02).
+    """
+
+    pretrained: str = "all-minilm-l6-v2"
+    pooling: Literal["mean", "cls"] = "mean"
+    dropout: float | None = None
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
+        if self.init_std <= 0:
+            raise ConfigError(f"model.init_std={self.init_std} must be > 0")
+
+
+@register("model", "encoder-classifier", config=EncoderClassifierConfig, tasks=("classification", "regression"),
+          provides=("layer_stack", "linear_layers", "pretrained"),
+          summary="pretrained BERT-family encoder + pooling + linear head",
+          reference="lnsr-noise-stability-bert.txt, Sec. 4")
+def build_encoder_classifier(config: EncoderClassifierConfig, context: Any) -> EncoderClassifier:
+    """A fresh head on the pretrained encoder, for ``context.prepared.task.num_labels`` outputs."""
+    from embreg.models.pretrained import load_pretrained
+
+    encoder, _ = load_pretrained(config.pretrained, progress=context.recipe.train.progress)
+    return EncoderClassifier(encoder, context.prepared.task.num_labels, pooling=config.pooling,
+                             dropout=config.dropout, init_std=config.init_std)

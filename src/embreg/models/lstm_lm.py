@@ -3,24 +3,107 @@
 Reference: dropout-explicit-implicit-regularization.txt, Sec. 5.1 (the LSTM of Merity et al. with "node dropout on
 the output, hidden, and embedding layers as well as DropConnect on the weight matrices") and nlp-best-practices.txt
 ("Recurrent dropout", "LSTM tricks": learned initial state, tied input/output embeddings, down-projection, global
-gradient-norm clipping — the last lives in the trainer's ``clip_norm``).
+gradient-norm clipping — the last lives in the trainer's ``clip_norm``). Index transforms on the input words and the
+targets follow sse-stochastic-shared-embeddings.txt (SSE-SE, eq. 5; label-side SSE); the layer stack for LNSR follows
+lnsr-noise-stability-bert.txt, Sec. 3.1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from embreg.errors import EmbregError
+from embreg.errors import ConfigError, EmbregError
+from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
+from embreg.nn.layer_stack import LayerStack, check_layer_index
+from embreg.registry import register
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
 """One ``(h, c)`` pair per layer, each ``(1, B, H_l)``."""
+
+
+class LSTMLayer(nn.Module):
+    """Layer ``l`` of the LM's layer stack: LSTM ``l`` (with its DropConnect) from a given state.
+
+    A hookable view of ``rnns[index]``: the model's ``rnns`` list is borrowed (kept as a plain attribute, not
+    registered), so parameter names and checkpoints are those of ``rnns``. The forward pass and the stack call the
+    LSTMs through these views, so a hook on one (LNSR's dropout replay, LayerNoise) sees the layer's input.
+
+    Args:
+        rnns: the model's ``nn.ModuleList`` of :class:`~embreg.nn.WeightDrop`-wrapped single-layer LSTMs.
+        index: ``l``, 0-based.
+
+    Shapes:
+        ``x (B, T, I_l)``, state ``(h, c)`` each ``(1, B, H_l)`` -> ``out (B, T, H_l)`` and the final ``(h, c)``.
+    """
+
+    def __init__(self, rnns: nn.ModuleList, index: int) -> None:
+        super().__init__()
+        self.__dict__["rnns"] = rnns  # borrowed: the parameters stay registered (and saved) under ``rnns``
+        self.index = index
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], unroll: bool = False
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``unroll``: run :func:`unrolled_lstm` on the (DropConnect-ed) weights instead of the fused kernel."""
+        rnn = self.rnns[self.index]
+        if unroll:
+            weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
+            return unrolled_lstm(x, state, weights["weight_ih_l0"], weights["weight_hh_l0"],
+                                 weights.get("bias_ih_l0"), weights.get("bias_hh_l0"))
+        return rnn(x, state)
+
+    def extra_repr(self) -> str:
+        return f"index={self.index}"
+
+
+class LSTMLanguageModelStack(LayerStack):
+    """The layer stack of an :class:`LSTMLanguageModel` (lnsr-noise-stability-bert.txt, Sec. 3.1).
+
+    ``h_0`` is the embedded words after the input (locked) dropout ``(B, T, E)``; layer ``l`` is LSTM ``l``
+    followed, below the top layer, by the locked dropout between layers, so ``h_l`` ``(B, T, H_l)`` is the next
+    layer's input and ``h_L`` is the last LSTM's output (before the output dropout); :meth:`predict` applies the
+    output dropout, the optional projection and the decoder -> logits ``(B, T, V)``.
+
+    Recurrent state: the LM carries its state across BPTT windows, so layer ``l`` is run from the initial state the
+    window's forward pass used for it (recorded by the forward pass, detached; the learned initial state when the
+    window starts a stream). Run the model forward on the window first; the stack then re-runs that window.
+
+    R3F and SMART compare ``(B, C)`` class logits; the LM's ``(B, T, V)`` logits make them raise a
+    :class:`~embreg.errors.ConfigError` (LNSR compares the states and works).
+
+    Example:
+        >>> lm = LSTMLanguageModel.build(vocab_size=20, emb_dim=8, hidden_dim=8, layers=2).eval()
+        >>> batch = {"input": torch.randint(0, 20, (2, 5)), "target": torch.randint(0, 20, (2, 5))}
+        >>> out, stack = lm(batch), lm.layer_stack()
+        >>> h = stack.clean_states(out)
+        >>> stack.num_layers, torch.equal(stack.predict(stack.run(h[0], batch)[-1], batch), out.predictions)
+        (2, True)
+    """
+
+    def __init__(self, model: LSTMLanguageModel) -> None:
+        self.model = model
+        self.num_layers = len(model.rnns)
+
+    def layer(self, index: int) -> nn.Module:
+        check_layer_index(index, self.num_layers)
+        return self.model.stack_layers[index - 1]
+
+    def run_layer(self, index: int, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        model = self.model
+        state = model.window_state(hidden.shape[0])[index - 1]
+        out, _ = model.stack_layers[index - 1](hidden, state, model.unroll and torch.is_grad_enabled())
+        return model.hidden_dropout(out) if index < self.num_layers else out
+
+    def predict(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model.decode(last_hidden)
 
 
 class LSTMLanguageModel(nn.Module):
@@ -38,6 +121,17 @@ class LSTMLanguageModel(nn.Module):
     start from the same state. Without ``"index"`` each call starts from the initial state. :meth:`forward_sequence`
     is the stateless core used by evaluators.
 
+    Index transforms (sse-stochastic-shared-embeddings.txt): ``input_transform`` maps the input ids and
+    ``label_transform`` the target ids (e.g. :class:`embreg.sse.SSE` and :class:`embreg.sse.LabelSSE`), in training
+    mode only. They are drawn once per step: every forward pass (and :meth:`loss`) of the same batch in one step --
+    Dropout_k's k passes, the analytic regularisers' clean pass, a noisy pass -- sees the same swapped ids; a new
+    step (a new ``"index"``, a new input tensor, or parameters changed by an optimizer step) draws anew. The ids the
+    embedding looked up are in ``output.hidden["input_ids"]``, which :meth:`dropout_sites` uses.
+
+    Layer stack (:meth:`layer_stack`, see :class:`LSTMLanguageModelStack`): ``forward`` returns the ``L + 1`` states
+    ``hidden_states.<i>`` (``h_0`` the embedding output after its dropout, ``h_l`` each LSTM's output after the
+    dropout between layers, ``h_L`` the last LSTM's output), so LNSR and LayerNoise work on the LM.
+
     Args:
         embedding: ``nn.Embedding(V, E)``.
         rnns: one single-layer, batch-first ``nn.LSTM`` per layer; the first takes ``E`` inputs.
@@ -49,6 +143,9 @@ class LSTMLanguageModel(nn.Module):
             ``nn.LSTM``) instead of the fused kernel. Slower for plain training, but the analytic dropout
             regularisers, which differentiate the backward pass, are much cheaper on its graph (the recipes turn it
             on for them). Evaluation under ``torch.no_grad`` always uses the fused kernel.
+        input_transform: ids -> ids module applied to the input ids ``(B, T)`` in training (``None``: none).
+        label_transform: ids -> ids module applied to the target ids ``(B, T)`` in :meth:`loss` in training
+            (``None``: none).
 
     Example:
         >>> lm = LSTMLanguageModel.build(vocab_size=50, emb_dim=16, hidden_dim=32, layers=2, q_output=0.4)
@@ -60,9 +157,12 @@ class LSTMLanguageModel(nn.Module):
         True
     """
 
-    loss_is_mean_cross_entropy = True
-    """:meth:`loss` is the mean cross-entropy of ``predictions`` against ``batch["target"]``; the dropout regularisers
-    use this to form ``d loss / d logits`` directly (``(softmax - onehot) / N``)."""
+    @property
+    def loss_is_mean_cross_entropy(self) -> bool:
+        """:meth:`loss` is the mean cross-entropy of ``predictions`` against ``batch["target"]``; the dropout
+        regularisers use this to form ``d loss / d logits`` directly (``(softmax - onehot) / N``). False while a
+        label transform acts (training mode): the loss then reads swapped targets that ``batch`` does not hold."""
+        return self.label_transform is None or not self.training
 
     def __init__(
         self,
@@ -78,6 +178,8 @@ class LSTMLanguageModel(nn.Module):
         tie: bool = True,
         learn_init: bool = False,
         unroll: bool = False,
+        input_transform: nn.Module | None = None,
+        label_transform: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if not rnns:
@@ -94,6 +196,7 @@ class LSTMLanguageModel(nn.Module):
         self.hidden_dropout = LockedDropout(q_hidden)
         self.output_dropout = LockedDropout(q_output)
         self.rnns = nn.ModuleList(WeightDrop(rnn, ["weight_hh_l0"], q_weight) for rnn in rnns)
+        self.stack_layers = nn.ModuleList(LSTMLayer(self.rnns, layer) for layer in range(len(rnns)))
         self.projection = projection
         decoder_in = rnns[-1].hidden_size
         if projection is not None:
@@ -111,6 +214,10 @@ class LSTMLanguageModel(nn.Module):
         self.init_c = nn.ParameterList(nn.Parameter(torch.zeros(1, 1, h), requires_grad=learn_init) for h in sizes)
         self._carry: dict = {}
         self.unroll = unroll
+        self.input_transform = input_transform
+        self.label_transform = label_transform
+        self._drawn: dict[str, tuple] = {}  # "input"/"target" -> (source ids, step key, transformed ids)
+        self._window: tuple[int, State | None] | None = None  # (B, initial state of the last forward; None: learned)
 
     @classmethod
     def build(
@@ -129,6 +236,8 @@ class LSTMLanguageModel(nn.Module):
 
         The last LSTM has ``emb_dim`` units when the weights are tied and there is no projection (as in AWD-LSTM),
         else ``hidden_dim``; ``proj_dim`` adds a bias-free ``Linear(hidden_dim, proj_dim)`` before the softmax.
+        Other keyword arguments (dropout probabilities, ``input_transform``, ``label_transform``, ...) go to the
+        constructor.
         """
         if min(vocab_size, emb_dim, hidden_dim, layers) < 1:
             raise EmbregError(f"vocab_size={vocab_size}, emb_dim={emb_dim}, hidden_dim={hidden_dim}, layers={layers} "
@@ -166,54 +275,102 @@ class LSTMLanguageModel(nn.Module):
         """Forget the carried state (the next batch starts from the initial state)."""
         self._carry = {}
 
+    def window_state(self, batch_size: int) -> State:
+        """The initial ``(h, c)`` of every layer that the last forward pass started from (for the layer stack).
+
+        Raises:
+            ConfigError: no forward pass has run yet, or it had another batch size.
+        """
+        if self._window is None:
+            raise ConfigError("the LSTM LM's layer stack re-runs the window of the last forward pass, and none has "
+                              "run yet: call the model on the batch first")
+        width, state = self._window
+        if width != batch_size:
+            raise ConfigError(f"the layer stack got {batch_size} sequences but the last forward pass ran {width}: "
+                              "the recurrent state of the window is only known for that batch")
+        return self.initial_state(batch_size) if state is None else state
+
+    # --------------------------------------------------------------------------------------- index transforms
+    def _step_ids(self, batch: dict[str, torch.Tensor], key: str, transform: nn.Module | None) -> torch.Tensor:
+        """``transform(batch[key])``, drawn once per step in training (see the class docstring)."""
+        ids = batch[key]
+        if transform is None:
+            return ids
+        if not self.training:
+            return transform(ids)  # identity in eval (the index-transform contract); still checks the ids
+        step = (int(batch["index"]) if "index" in batch else None,
+                sum(p._version for p in self.parameters()))  # an optimizer step bumps the versions
+        cached = self._drawn.get(key)
+        if cached is not None and cached[0] is ids and cached[1] == step:
+            return cached[2]
+        drawn = transform(ids)
+        self._drawn[key] = (ids, step, drawn)
+        return drawn
+
+    def step_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The target ids ``(B, T)`` the loss uses this step: ``batch["target"]`` after the label transform."""
+        return self._step_ids(batch, "target", self.label_transform)
+
     # ---------------------------------------------------------------------------------------------- forward
     def forward_sequence(self, tokens: torch.Tensor, state: State | None = None) -> tuple[ModelOutput, State]:
         """Runs ``tokens`` ``(B, T)`` from ``state`` (default: the initial state).
 
         Returns:
             ``ModelOutput(predictions=(B, T, V) logits, hidden={"input": (B, T, E), "hidden.<l>": (B, T, H),
-            "output": (B, T, H_last)})`` (each site taken *before* its dropout) and the final state.
+            "output": (B, T, H_last), "hidden_states.<i>": the layer stack's states})`` (each dropout site taken
+            *before* its dropout) and the final state.
         """
         if tokens.dim() != 2:
             raise EmbregError(f"tokens must be (B, T), got shape {tuple(tokens.shape)}")
+        width = tokens.shape[0]
+        self._window = (width, None if state is None else [(h.detach(), c.detach()) for h, c in state])
         if state is None:
-            state = self.initial_state(tokens.shape[0])
+            state = self.initial_state(width)
         emb = self.embedding(tokens)
         hidden = {"input": emb}
         x = self.input_dropout(emb)
+        states = [x]
         new_state: State = []
         last = len(self.rnns) - 1
         unroll = self.unroll and torch.is_grad_enabled()
-        for layer, rnn in enumerate(self.rnns):
-            if unroll:
-                weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
-                out, (h, c) = unrolled_lstm(x, state[layer], weights["weight_ih_l0"], weights["weight_hh_l0"],
-                                            weights.get("bias_ih_l0"), weights.get("bias_hh_l0"))
-            else:
-                out, (h, c) = rnn(x, state[layer])
+        for layer, block in enumerate(self.stack_layers):
+            out, (h, c) = block(x, state[layer], unroll)
             new_state.append((h, c))
             if layer < last:
                 hidden[f"hidden.{layer}"] = out
                 x = self.hidden_dropout(out)
+                states.append(x)
             else:
                 hidden["output"] = out
-                x = self.output_dropout(out)
+                states.append(out)
+        hidden.update(hidden_states_dict(states))
+        return ModelOutput(predictions=self.decode(out), hidden=hidden), new_state
+
+    def decode(self, last_output: torch.Tensor) -> torch.Tensor:
+        """Output dropout, projection (if any) and decoder: logits ``(B, T, V)`` from the last LSTM's output."""
+        x = self.output_dropout(last_output)
         if self.projection is not None:
             x = self.projection(x)
-        return ModelOutput(predictions=self.decoder(x), hidden=hidden), new_state
+        return self.decoder(x)
+
+    def layer_stack(self) -> LSTMLanguageModelStack:
+        """The model's :class:`LSTMLanguageModelStack` (for LNSR and LayerNoise)."""
+        return LSTMLanguageModelStack(self)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Logits ``(B, T, V)`` for ``batch["input"]`` ``(B, T)``, carrying the state across batches (see class)."""
         first_pass = "index" in batch and self._carry.get("index") != int(batch["index"])
-        output, state = self.forward_sequence(batch["input"], self._state_for(batch))
+        tokens = self._step_ids(batch, "input", self.input_transform)
+        output, state = self.forward_sequence(tokens, self._state_for(batch))
         if first_pass:
             self._carry["state_out"] = [(h.detach(), c.detach()) for h, c in state]
+        output.hidden["input_ids"] = tokens
         return output
 
     def loss(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> torch.Tensor:
-        """Mean cross-entropy over the ``B * T`` predicted tokens."""
+        """Mean cross-entropy over the ``B * T`` predicted tokens, against :meth:`step_targets`."""
         logits = output.predictions
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["target"].reshape(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.step_targets(batch).reshape(-1))
 
     def dropout_sites(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> dict[str, DropoutSite]:
         """The tensors of ``output``'s forward pass where this model's dropout acts, with its own mask sharing.
@@ -222,7 +379,8 @@ class LSTMLanguageModel(nn.Module):
         ``weight_hh.<l>`` (the raw hidden-to-hidden matrices, ``"element"``).
         """
         emb = output.hidden["input"]
-        sites = {"embedding": DropoutSite(emb, "token", ids=batch["input"], num_rows=self.vocab_size),
+        ids = output.hidden.get("input_ids", batch["input"])  # the ids the embedding looked up (after transforms)
+        sites = {"embedding": DropoutSite(emb, "token", ids=ids, num_rows=self.vocab_size),
                  "input": DropoutSite(emb, "locked")}
         for name, tensor in output.hidden.items():
             if name.startswith("hidden.") or name == "output":
@@ -230,3 +388,78 @@ class LSTMLanguageModel(nn.Module):
         for layer, rnn in enumerate(self.rnns):
             sites[f"weight_hh.{layer}"] = DropoutSite(rnn.module.weight_hh_l0, "element")
         return sites
+
+
+@dataclass
+class LSTMDropoutConfig:
+    """Dropout probability per site (dropout-explicit-implicit-regularization.txt, Sec. 5.1 uses 0.4 on input,
+    hidden, output and weights)."""
+
+    embedding: float = 0.0
+    input: float = 0.4
+    hidden: float = 0.4
+    output: float = 0.4
+    weight: float = 0.4
+
+    def __post_init__(self) -> None:
+        for name in ("embedding", "input", "hidden", "output", "weight"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ConfigError(f"model.dropout.{name}={value} is outside [0, 1)")
+
+
+@dataclass
+class LSTMLanguageModelConfig:
+    """``model: {name: lstm-lm, emb_dim: 200, hidden_dim: 400, layers: 2, dropout: {...}}`` (AWD-style LSTM).
+
+    Attributes:
+        emb_dim, hidden_dim, layers: sizes (the last layer has ``emb_dim`` units when tied without projection).
+        tie: tie input and output embeddings.
+        proj_dim: down-projection before the softmax (``null``: none).
+        learn_init: learn the initial LSTM state.
+        init_range: embeddings start uniform in ``+-init_range``.
+        dropout: probability per site; a regulariser that replaces dropout (``r-approx``) trains the model without
+            it and reads these probabilities for its coefficients.
+    """
+
+    emb_dim: int = 200
+    hidden_dim: int = 400
+    layers: int = 2
+    tie: bool = True
+    proj_dim: int | None = None
+    learn_init: bool = False
+    init_range: float = 0.1
+    dropout: LSTMDropoutConfig = field(default_factory=LSTMDropoutConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("emb_dim", "hidden_dim", "layers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name}={getattr(self, name)} must be >= 1")
+
+    def dropout_groups(self) -> dict[str, float]:
+        """``{site group of LSTMLanguageModel: q}`` (a one-layer LSTM has no between-layer site)."""
+        q = self.dropout
+        groups = {"embedding": q.embedding, "input": q.input, "hidden": q.hidden, "output": q.output,
+                  "weight_hh": q.weight}
+        if self.layers == 1:
+            groups.pop("hidden")
+        return groups
+
+
+@register("model", "lstm-lm", config=LSTMLanguageModelConfig, tasks=("lm",), kinds=("token", "label"),
+          provides=("dropout_sites", "layer_stack", "linear_layers"),
+          summary="AWD-style LSTM language model with locked, embedding and weight dropout",
+          reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1")
+def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguageModel:
+    """The LSTM LM; without dropout (and unrolled, which the analytic terms differentiate far faster) when a
+    regulariser of the recipe replaces dropout."""
+    replaced = any(spec.entry.extra.get("replaces_dropout") for spec in context.recipe.regularizers)
+    q = config.dropout
+    probs = dict(q_embedding=q.embedding, q_input=q.input, q_hidden=q.hidden, q_output=q.output, q_weight=q.weight)
+    if replaced:
+        probs = {key: 0.0 for key in probs}
+    return LSTMLanguageModel.build(context.num_ids("token"), config.emb_dim, config.hidden_dim, config.layers,
+                                   proj_dim=config.proj_dim, tie=config.tie, init_range=config.init_range,
+                                   learn_init=config.learn_init, unroll=replaced,
+                                   input_transform=context.transforms.get("token"),
+                                   label_transform=context.transforms.get("label"), **probs)

@@ -6,11 +6,14 @@ explicit feedback data"), Table 2 ("Dropout + MF", "SSE-SE + MF").
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from embreg.models.output import ModelOutput
-from embreg.models.user_item import UserItemModel, normal_table, zero_table
+from embreg.models.user_item import UserItemConfig, UserItemModel, normal_table, user_item_tables, zero_table
+from embreg.registry import register
 
 
 class BiasedMF(UserItemModel):
@@ -112,3 +115,15 @@ class BiasedMF(UserItemModel):
     def predict(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Predicted ratings ``(B,)`` in the current mode (call ``eval()`` first for deterministic predictions)."""
         return self(batch).predictions
+
+
+@register("model", "mf", config=UserItemConfig, tasks=("rating",), kinds=("user", "item"),
+          summary="biased matrix factorisation, squared loss",
+          reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (MF)")
+def build_mf(config: UserItemConfig, context: Any) -> BiasedMF:
+    """:class:`BiasedMF` over the recipe's user/item tables, with its user/item index transforms."""
+    users, items = user_item_tables(config, context)
+    user_bias, item_bias = zero_table(context.num_ids("user")), zero_table(context.num_ids("item"))
+    return BiasedMF(users, items, user_bias, item_bias, global_mean=context.adapter.global_mean(context.prepared),
+                    user_transform=context.transforms.get("user"), item_transform=context.transforms.get("item"),
+                    dropout=config.dropout, l2=config.l2)

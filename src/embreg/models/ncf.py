@@ -8,12 +8,19 @@ activations"); the GMF + MLP fusion is the NeuMF design of the NCF paper cited t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
+from embreg.errors import ConfigError
+from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.mlp import mlp
 from embreg.models.output import ModelOutput
+from embreg.models.user_item import user_item_tables
+from embreg.nn.layer_stack import SequentialSlice, SequentialStack, linear_block_bounds
+from embreg.registry import register
 
 
 def _dim_of(module: nn.Module, name: str) -> int:
@@ -21,6 +28,45 @@ def _dim_of(module: nn.Module, name: str) -> int:
     if dim is None:
         raise ValueError(f"{name} has no embedding_dim attribute; pass dim= explicitly")
     return int(dim)
+
+
+class NeuMFLayer(nn.Module):
+    """Layer ``r`` of NCF's layer stack: MLP block ``r`` with the GMF product carried beside it.
+
+    Layer 1 maps ``h_0 = [u ; v]`` (shared tables) or ``[u ; v ; u' ; v']`` (separate MLP tables) to
+    ``h_1 = [u * v ; mlp_1(mlp input)]``; layer ``r > 1`` maps ``[g ; m]`` to ``[g ; mlp_r(m)]``, ``g = u * v``.
+    The MLP block is a :class:`~embreg.nn.layer_stack.SequentialSlice` of the model's ``mlp`` (no new parameters).
+
+    Args:
+        block: MLP block ``r`` (``Linear -> LeakyReLU (-> Dropout)``).
+        gmf_dim: ``D``, the width of ``u``, ``v`` and the GMF product.
+        first: this is layer 1 (it forms ``u * v`` from ``h_0``).
+        mlp_offset: where the MLP's input starts in ``h_0`` (layer 1: 0 for shared tables, ``2D`` for separate
+            ones); in later layers the MLP part starts at ``D``.
+
+    Shapes:
+        ``(B, W_{r-1}) -> (B, D + w_r)``, ``w_r`` the width of MLP block ``r``.
+    """
+
+    def __init__(self, block: nn.Module, gmf_dim: int, *, first: bool, mlp_offset: int = 0) -> None:
+        super().__init__()
+        self.block = block
+        self.gmf_dim = gmf_dim
+        self.first = first
+        self.mlp_offset = mlp_offset
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        d = self.gmf_dim
+        if self.first:
+            gmf = hidden[:, :d] * hidden[:, d:2 * d]
+            mlp_part = hidden[:, self.mlp_offset:].contiguous() if self.mlp_offset else hidden
+        else:
+            # contiguous, so the block's matmul sees the same memory layout as a plain MLP would (same bits)
+            gmf, mlp_part = hidden[:, :d], hidden[:, d:].contiguous()
+        return torch.cat([gmf, self.block(mlp_part)], dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"gmf_dim={self.gmf_dim}, first={self.first}, mlp_offset={self.mlp_offset}"
 
 
 class NCF(nn.Module):
@@ -40,6 +86,13 @@ class NCF(nn.Module):
         mlp_user_embedding, mlp_item_embedding: optional separate tables for the MLP branch (B,) -> (B, D').
         user_transform, item_transform: optional ids -> ids modules applied in training (SSE).
         dim: D when the embeddings have no ``embedding_dim`` attribute.
+
+    Layer stack (:meth:`layer_stack`, for LNSR, R3F, SMART and LayerNoise; lnsr-noise-stability-bert.txt, Sec. 3.1
+    and 5.4): ``h_0`` is the looked-up vectors the network consumes, ``[u ; v]`` ``(B, 2D)`` (with separate MLP
+    tables ``[u ; v ; u' ; v']``), so "noise on the embeddings" perturbs the GMF and the MLP inputs alike; layer
+    ``r`` is MLP block ``r`` with the GMF product carried along, ``h_r = [u * v ; mlp_r]`` ``(B, D + w_r)``
+    (:class:`NeuMFLayer`); the head is ``mu + w^T h_L + b``. ``forward`` returns the ``L + 1`` states in
+    ``hidden`` (keys ``hidden_states.<i>``) beside ``user_vectors`` and ``item_vectors``.
 
     Example:
         >>> model = NCF(nn.Embedding(10, 8), nn.Embedding(20, 8), global_mean=3.5)
@@ -81,6 +134,11 @@ class NCF(nn.Module):
             mlp_in = _dim_of(mlp_user_embedding, "mlp_user_embedding") + _dim_of(mlp_item_embedding,
                                                                                  "mlp_item_embedding")
         self.mlp = mlp(mlp_in, mlp_dims, negative_slope=negative_slope, dropout=dropout)
+        separate = mlp_user_embedding is not None
+        self.stack_layers = nn.ModuleList(
+            NeuMFLayer(SequentialSlice(self.mlp, start, stop), gmf_dim, first=r == 0,
+                       mlp_offset=2 * gmf_dim if separate and r == 0 else 0)
+            for r, (start, stop) in enumerate(linear_block_bounds(self.mlp)))
         self.output = nn.Linear(gmf_dim + mlp_dims[-1], 1)
         nn.init.xavier_uniform_(self.output.weight)
         nn.init.zeros_(self.output.bias)
@@ -94,13 +152,34 @@ class NCF(nn.Module):
         items = self.item_transform(batch["item"])
         u = self.user_embedding(users)
         v = self.item_embedding(items)
+        parts = [u, v]
         if self.mlp_user_embedding is not None:
-            mlp_in = torch.cat([self.mlp_user_embedding(users), self.mlp_item_embedding(items)], dim=-1)
-        else:
-            mlp_in = torch.cat([u, v], dim=-1)
-        fused = torch.cat([u * v, self.mlp(mlp_in)], dim=-1)
-        predictions = self.global_mean + self.output(fused).squeeze(-1)
-        return ModelOutput(predictions=predictions, hidden={"user_vectors": u, "item_vectors": v})
+            parts += [self.mlp_user_embedding(users), self.mlp_item_embedding(items)]
+        states = [torch.cat(parts, dim=-1)]  # h_0
+        for layer in self.stack_layers:
+            states.append(layer(states[-1]))
+        predictions = self.head(states[-1])
+        return ModelOutput(predictions=predictions,
+                           hidden={"user_vectors": u, "item_vectors": v, **hidden_states_dict(states)})
+
+    def head(self, last_hidden: torch.Tensor) -> torch.Tensor:
+        """``mu + w^T h_L + b``: ratings ``(B,)`` from the last state ``h_L = [u * v ; MLP]`` ``(B, D + w_L)``."""
+        return self.global_mean + self.output(last_hidden).squeeze(-1)
+
+    def layer_stack(self) -> SequentialStack:
+        """The stack ``h_0 = [u ; v] -> [u * v ; mlp_1] -> ... -> [u * v ; mlp_L]``, head :meth:`head`.
+
+        Example:
+            >>> model = NCF(nn.Embedding(4, 2), nn.Embedding(5, 2), mlp_dims=(3, 3)).eval()
+            >>> batch = {"user": torch.tensor([0, 3]), "item": torch.tensor([1, 4])}
+            >>> out, stack = model(batch), model.layer_stack()
+            >>> h = stack.clean_states(out)
+            >>> stack.num_layers, [tuple(t.shape) for t in h]
+            (2, [(2, 4), (2, 5), (2, 5)])
+            >>> torch.equal(stack.predict(stack.run(h[0], batch)[-1], batch), out.predictions)
+            True
+        """
+        return SequentialStack(list(self.stack_layers), head=self.head)
 
     def loss(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> torch.Tensor:
         """Mean squared error (the paper's CF objective: no norm regularisation, Appendix B)."""
@@ -110,3 +189,39 @@ class NCF(nn.Module):
     def predict(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Predicted ratings (B,) in the current mode."""
         return self(batch).predictions
+
+
+@dataclass
+class NCFConfig:
+    """``model: {name: ncf, dim: 64, mlp: [128, 128, 32]}``.
+
+    Attributes:
+        dim: embedding dimension of the GMF and MLP branches (the base dimension of mixed-dimension tables).
+        dropout: dropout in the MLP.
+        init_std, init: how the embedding tables start (see :class:`embreg.models.user_item.UserItemConfig`); the
+            linear layers start uniform Xavier with zero biases.
+        mlp: the MLP's hidden widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
+    """
+
+    dim: int = 64
+    dropout: float = 0.0
+    init_std: float = 0.1
+    init: Literal["normal", "xavier_uniform"] = "normal"
+    mlp: list[int] = field(default_factory=lambda: [128, 128, 32])
+
+    def __post_init__(self) -> None:
+        if self.dim < 1 or not self.mlp or any(width < 1 for width in self.mlp):
+            raise ConfigError(f"model.dim={self.dim} and model.mlp={self.mlp} must be >= 1 (mlp non-empty)")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
+
+
+@register("model", "ncf", config=NCFConfig, tasks=("rating",), kinds=("user", "item"),
+          provides=("layer_stack", "linear_layers"), summary="neural collaborative filtering (GMF + MLP), squared loss",
+          reference="mixed-dimension-embeddings.txt, Appendix H (NCF)")
+def build_ncf(config: NCFConfig, context: Any) -> NCF:
+    """:class:`NCF` over the recipe's user/item tables, with its user/item index transforms."""
+    users, items = user_item_tables(config, context)
+    return NCF(users, items, mlp_dims=tuple(config.mlp), global_mean=context.adapter.global_mean(context.prepared),
+               dropout=config.dropout, user_transform=context.transforms.get("user"),
+               item_transform=context.transforms.get("item"))

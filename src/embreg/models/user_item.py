@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 from torch import nn
+
+from embreg.embeddings.tables import TableRequest
+from embreg.errors import ConfigError
 
 
 class UserItemModel(nn.Module):
@@ -46,3 +52,42 @@ def zero_table(num_embeddings: int, dim: int = 1) -> nn.Embedding:
     table = nn.Embedding(num_embeddings, dim)
     nn.init.zeros_(table.weight)
     return table
+
+
+@dataclass
+class UserItemConfig:
+    """Arguments shared by the user-item models' recipe sections (``model: {name: mf, dim: 64, ...}``).
+
+    Attributes:
+        dim: embedding dimension (the base dimension of mixed-dimension tables).
+        dropout: dropout on the looked-up user/item vectors (the SSE paper's "Dropout + MF/BPR" baseline).
+        l2: weight of the batch-mean squared norm of looked-up vectors and biases.
+        init_std: standard deviation of the normal initialisation of the vectors.
+        init: ``normal`` (rows ``N(0, init_std^2)``) or ``xavier_uniform`` (mixed-dimension-embeddings.txt,
+            Appendix H-I; see :func:`embreg.embeddings.init_embedding_`).
+    """
+
+    dim: int = 64
+    dropout: float = 0.0
+    l2: float = 0.0
+    init_std: float = 0.1
+    init: Literal["normal", "xavier_uniform"] = "normal"
+
+    def __post_init__(self) -> None:
+        if self.dim < 1:
+            raise ConfigError(f"model.dim={self.dim} must be >= 1")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
+        if self.l2 < 0:
+            raise ConfigError(f"model.l2={self.l2} must be >= 0")
+        if self.init_std <= 0:
+            raise ConfigError(f"model.init_std={self.init_std} must be > 0")
+
+
+def user_item_tables(config: Any, context: Any) -> tuple[nn.Module, nn.Module]:
+    """The user and item tables of a recipe (uniform or mixed-dimension, by its ``embeddings`` section), sized by
+    the training counts of ``context`` (:class:`embreg.recipes.context.BuildContext`)."""
+    request = TableRequest([context.frequencies("user"), context.frequencies("item")], dim=config.dim,
+                           init=config.init, init_std=config.init_std)
+    (users, items), _ = context.tables(request)
+    return users, items

@@ -1,6 +1,12 @@
-"""Recipes: YAML files naming builders and their arguments, and the code that runs them."""
+"""Recipes: one grammar (:class:`Recipe`) for every family, task adapters, shipped YAML recipes, the runner.
 
-from embreg.recipes.registry import list_recipes, load_recipe, recipe_path
-from embreg.recipes.schema import RecipeConfig
+Example:
+    >>> from embreg.recipes import load_recipe
+    >>> load_recipe("ncf").model.name
+    'ncf'
+"""
 
-__all__ = ["RecipeConfig", "list_recipes", "load_recipe", "recipe_path"]
+from embreg.recipes.recipe import Recipe, TrainConfig
+from embreg.recipes.shipped import list_recipes, load_recipe, recipe_from_mapping, recipe_path
+
+__all__ = ["Recipe", "TrainConfig", "list_recipes", "load_recipe", "recipe_from_mapping", "recipe_path"]

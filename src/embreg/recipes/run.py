@@ -1,72 +1,175 @@
-"""Running a recipe: one seed into one run directory, or several seeds with a summary."""
+"""Running any recipe: one seed into one run directory, or several seeds with a summary. One path for every family.
+
+A run builds, in this order: the task's data (:meth:`TaskAdapter.prepare`), the index transforms of each id kind,
+the model (given its transforms and its tables), the objective, the regularisers, then trains with
+:class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
+(``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
+``train.keep_checkpoints`` says), ``metrics.json`` and ``report.md``. A finished seed is recognised by its
+``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
+
+Example:
+    >>> from embreg.recipes import load_recipe
+    >>> recipe = load_recipe("mf", ["data.max_rows=2000", "train.epochs=1", "train.progress=false"])
+    >>> sorted(run_single(recipe, None).metrics)[:3]
+    ['best_epoch', 'epochs_run', 'test_mae']
+"""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
 from embreg.config import to_dict
-from embreg.recipes.builders import build_batches, build_evaluator, build_model, prepare_data
+from embreg.errors import ConfigError
+from embreg.recipes.context import BuildContext
+from embreg.recipes.recipe import Recipe
 from embreg.recipes.seed_series import run_seed_series
-from embreg.recipes.trainer_setup import build_trainer
-from embreg.recipes.schema import RecipeConfig
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
+from embreg.train.optim import optimizer_factory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import FitResult
+from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, FitResult, Trainer
+from embreg.train.warmup import warmup_adamw_factory
+
+__all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
+
+FINISHED_KEY = "wall_seconds"
+"""A run's ``metrics.json`` holds this key once the runner has finished it (the trainer's own file does not)."""
 
 
-def run_single(cfg: RecipeConfig, out_dir: str | Path | None, *, resume: bool = False) -> FitResult:
-    """Trains ``cfg`` once; writes config, split record, history, checkpoints, metrics and report to ``out_dir``."""
-    if cfg.train.threads is not None:
-        torch.set_num_threads(cfg.train.threads)
-    seed_everything(cfg.train.seed)
-    data = prepare_data(cfg)
+class BuiltRun:
+    """Everything one seed of a recipe trains with (built by :func:`build_run`).
+
+    Attributes:
+        recipe, prepared, model, objective, regularizers, batches, evaluator, context.
+    """
+
+    def __init__(self, recipe: Recipe, prepared: Any, model: torch.nn.Module, objective: Any,
+                 regularizers: list[Any], batches: Any, evaluator: Any, context: BuildContext) -> None:
+        self.recipe, self.prepared, self.model = recipe, prepared, model
+        self.objective, self.regularizers = objective, regularizers
+        self.batches, self.evaluator, self.context = batches, evaluator, context
+
+    def trainer(self, run_dir: Path | None) -> Trainer:
+        """The trainer of this run (the regularisers' ``prepare`` runs here, before the optimizer is built)."""
+        t = self.recipe.train
+        metric, mode = self.recipe.monitor
+        if t.schedule == "linear":
+            if t.optimizer != "adamw":
+                raise ConfigError(f"train.schedule='linear' runs with train.optimizer='adamw', got {t.optimizer!r}")
+            optimizer = warmup_adamw_factory(t.lr, t.epochs * len(self.batches), t.warmup, t.weight_decay)
+        else:
+            optimizer = optimizer_factory(t.optimizer, t.lr, t.weight_decay)
+        return Trainer(self.model, optimizer, self.batches, self.evaluator, epochs=t.epochs, monitor=metric,
+                       mode=mode, patience=t.patience, clip_norm=t.clip_norm, regularizers=self.regularizers,
+                       objective=self.objective, run_dir=run_dir, progress=t.progress,
+                       **self.recipe.adapter.trainer_options(self.recipe))
+
+
+def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
+    """Builds data (unless ``prepared`` is given), transforms, model, objective, regularisers, batches, evaluator.
+
+    Global random generators are seeded with ``train.seed`` before the data and again before the model, so the
+    model's initialisation does not depend on whether the data was shared between seeds.
+    """
+    t = recipe.train
+    if t.threads is not None:
+        torch.set_num_threads(t.threads)
+    adapter = recipe.adapter
+    if prepared is None:
+        seed_everything(t.seed)
+        prepared = adapter.prepare(recipe)
+    seed_everything(t.seed)
+    context = BuildContext(recipe, prepared, t.seed)
+    context.transforms = {kind: spec.build(context.for_kind(kind)) for kind, spec in recipe.index_transforms.items()}
+    context.model = recipe.model.build(context)
+    context.objective = recipe.objective.build(context)
+    regularizers = [spec.build(context) for spec in recipe.regularizers]
+    return BuiltRun(recipe, prepared, context.model, context.objective, regularizers,
+                    adapter.batches(recipe, prepared), adapter.evaluator(recipe, prepared), context)
+
+
+def _finished(run_dir: Path | None) -> dict[str, Any] | None:
+    if run_dir is None or not (run_dir / "metrics.json").is_file():
+        return None
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return metrics if FINISHED_KEY in metrics else None
+
+
+def run_single(recipe: Recipe, out_dir: str | Path | None, *, resume: bool = False,
+               prepared: Any | None = None) -> FitResult:
+    """Trains ``recipe`` once with ``train.seed``; see the module docstring for what ``out_dir`` receives.
+
+    Args:
+        recipe: the recipe.
+        out_dir: the run directory (``None``: keep nothing on disk).
+        resume: continue an interrupted run in ``out_dir``; a finished one is returned as it is.
+        prepared: the task's data, to share it between seeds (prepared from the recipe when ``None``).
+    """
     run_dir = Path(out_dir) if out_dir is not None else None
+    done = _finished(run_dir) if resume else None
+    if done is not None:
+        history_file = run_dir / "history.jsonl"  # type: ignore[operator]
+        history = [json.loads(line) for line in history_file.read_text().splitlines()] if history_file.exists() else []
+        return FitResult(metrics=done, history=history)
+    started = time.perf_counter()
+    built = build_run(recipe, prepared)
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-        _write_split_record(run_dir, cfg, data.split)
-    model = build_model(cfg, data)
-    t = cfg.train
-    trainer = build_trainer(t, cfg.monitor, model, build_batches(cfg, data), build_evaluator(cfg, data),
-                            run_dir=run_dir, eval_train=t.eval_train and cfg.task == "rating")
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
+        for name, record in recipe.adapter.records(recipe, built.prepared).items():
+            atomic_write_json(run_dir / name, record)
+    trainer = built.trainer(run_dir)
     result = trainer.fit(resume=resume)
+    metrics = recipe.adapter.finish(recipe, trainer, built.evaluator, dict(result.metrics))
+    steps = len(built.batches) * len(result.history)
+    train_seconds = sum(record["seconds"] for record in result.history)
+    metrics.update(train_seconds=train_seconds, seconds_per_step=train_seconds / max(steps, 1),
+                   wall_seconds=time.perf_counter() - started)
     if run_dir is not None:
-        atomic_write_text(run_dir / "report.md", _report(cfg, result.metrics))
-    return result
+        atomic_write_json(run_dir / "metrics.json", metrics)
+        atomic_write_text(run_dir / "report.md", _report(recipe, metrics))
+        dropped = {"none": (LAST_CHECKPOINT, BEST_CHECKPOINT), "best": (LAST_CHECKPOINT,), "all": ()}
+        for name in dropped[recipe.train.keep_checkpoints]:
+            (run_dir / name).unlink(missing_ok=True)
+    return FitResult(metrics=metrics, history=result.history)
 
 
-def run_seeds(cfg: RecipeConfig, out_dir: str | Path, seeds: int, *, resume: bool = False) -> dict[str, dict]:
-    """Runs ``seeds`` training seeds (``train.seed + i``) on the same split; writes ``summary.json``.
+def run_seeds(recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool = False) -> dict[str, dict]:
+    """Runs seeds ``train.seed .. train.seed + seeds - 1`` into ``out_dir/seed-<s>``; writes ``summary.json``.
 
-    Each seed goes to ``out_dir/seed-<seed>``; the summary holds mean, std, median, min, max and values for
-    every metric (see :func:`embreg.recipes.seed_series.run_seed_series`).
+    The task's data is prepared once and shared by every seed. With ``resume`` finished seeds are read back.
     """
-    return run_seed_series(cfg, out_dir, seeds, lambda seed_cfg, seed_dir: run_single(seed_cfg, seed_dir, resume=resume))
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError(f"seeds={seeds!r} must be an integer >= 1")
+    shared: list[Any] = []
 
+    def run_one(seed_recipe: Recipe, seed_dir: Path) -> FitResult:
+        if not shared and not (resume and _finished(seed_dir)):
+            seed_everything(recipe.train.seed)
+            shared.append(recipe.adapter.prepare(recipe))
+        return run_single(seed_recipe, seed_dir, resume=resume, prepared=shared[0] if shared else None)
 
-def _write_split_record(run_dir: Path, cfg: RecipeConfig, split: dict[str, np.ndarray]) -> None:
-    record = {
-        "split_seed": cfg.data.split_seed,
-        "fractions": cfg.data.split,
-        "kind": "per-user" if cfg.task == "ranking" else "random",
-        "sizes": {name: int(idx.size) for name, idx in split.items()},
-    }
-    atomic_write_json(run_dir / "split.json", record)
+    return run_seed_series(recipe, out_dir, seeds, run_one)
 
 
 def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _report(cfg: RecipeConfig, metrics: dict[str, float]) -> str:
+def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
     rows = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in metrics.items())
-    return (f"# {cfg.name}\n\n{cfg.description}\n\nseed {cfg.train.seed}, split seed {cfg.data.split_seed}\n\n"
+    techniques = [f"{kind}: {spec.name}" for kind, spec in recipe.index_transforms.items()]
+    techniques += [spec.name for spec in recipe.regularizers]
+    if recipe.objective.name != "standard":
+        techniques.append(f"objective {recipe.objective.name}")
+    used = ", ".join(techniques) or "none"
+    return (f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{recipe.model.name}`, "
+            f"embeddings `{recipe.embeddings.name}`, techniques: {used}; seed {recipe.train.seed}\n\n"
             f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n")
 
 

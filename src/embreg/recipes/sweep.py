@@ -1,5 +1,8 @@
 """Hyper-parameter search over a recipe's ``search`` space on the validation split, with Optuna's TPE sampler.
 
+Works for a recipe of any family: each trial is one :func:`embreg.recipes.run.run_single` scored on the validation
+metric the recipe's task monitors.
+
 Every variant of a comparison gets the same number of trials and the same sampler seed, so tuning budgets are
 equal. Test metrics are never looked at while searching.
 """
@@ -14,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from embreg.config import apply_overrides, from_dict, load_yaml, to_dict
+from embreg.config import apply_overrides, load_yaml, to_dict
 from embreg.errors import ConfigError
-from embreg.recipes.registry import recipe_path
-from embreg.recipes.schema import RecipeConfig, SearchParam
+from embreg.recipes.recipe import SearchParam
+from embreg.recipes.shipped import recipe_from_mapping, recipe_path
 from embreg.train.checkpoint import atomic_write_text
 
 
@@ -61,7 +64,7 @@ def sweep(
     if trials < 1:
         raise ConfigError(f"trials={trials} must be >= 1")
     base = apply_overrides(load_yaml(recipe_path(recipe)), list(overrides))
-    cfg0 = from_dict(RecipeConfig, base)
+    cfg0 = recipe_from_mapping(base)
     if not cfg0.search:
         raise ConfigError(f"recipe {cfg0.name!r} has no 'search' section to sweep")
     monitor, mode = cfg0.monitor
@@ -72,7 +75,7 @@ def sweep(
     def objective(trial: Any) -> float:
         params = {key: _suggest(trial, key, p) for key, p in cfg0.search.items()}
         settings = [f"{k}={v}" for k, v in params.items()] + ["train.progress=false"]
-        cfg = from_dict(RecipeConfig, apply_overrides(base, settings))
+        cfg = recipe_from_mapping(apply_overrides(base, settings))
         metrics = run_single(cfg, None).metrics
         value = float(metrics[monitor])
         rows.append({"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]})
@@ -89,7 +92,7 @@ def sweep(
         study.enqueue_trial(dict(point))
     study.optimize(objective, n_trials=trials, show_progress_bar=True)
     best_params = dict(study.best_trial.params)
-    tuned = from_dict(RecipeConfig, apply_overrides(base, [f"{k}={v}" for k, v in best_params.items()]))
+    tuned = recipe_from_mapping(apply_overrides(base, [f"{k}={v}" for k, v in best_params.items()]))
     tuned_dict = to_dict(tuned)
     tuned_dict["tuned"] = f"embreg sweep {recipe} --trials {trials} --seed {seed}: {monitor}={study.best_value:.4f}"
     atomic_write_text(out / "best.yaml", yaml.safe_dump(tuned_dict, sort_keys=False))

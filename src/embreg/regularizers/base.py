@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from embreg.models.output import ModelOutput
+from embreg.registry import register
 
 
 @dataclass
@@ -57,3 +58,15 @@ def standard_objective(model: nn.Module, batch: dict[str, torch.Tensor]) -> tupl
     """The plain objective: one forward pass and the model's own loss."""
     output = model(batch)
     return model.loss(batch, output), output
+
+
+@dataclass
+class StandardObjectiveConfig:
+    """``objective: {name: standard}``: no arguments."""
+
+
+@register("objective", "standard", config=StandardObjectiveConfig,
+          summary="one forward pass and the model's own loss", reference="")
+def build_standard_objective(config: StandardObjectiveConfig, context: Any) -> Objective:
+    """:func:`standard_objective`."""
+    return standard_objective

@@ -13,11 +13,14 @@ Cost: one pass over the parameters (a subtraction and a squared norm each); no e
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.registry import register
 from embreg.regularizers._checks import check_number
 from embreg.regularizers.base import StepContext
 
@@ -114,3 +117,24 @@ class L2SP:
         if self.beta and self._new:
             total = total + 0.5 * self.beta * sum(p.pow(2).sum() for p in self._new)
         return total
+
+
+@dataclass
+class L2SPConfig:
+    """``regularizers: [{name: l2sp, alpha: 0.01, beta: 0.0}]`` (see :class:`L2SP`).
+
+    ``shared``: name prefix(es) of the pretrained parameters (``null``: found from the model, e.g. ``encoder.``
+    for the encoder classifier; for a model trained from scratch name the prefix of the parameters to anchor at
+    their initial values).
+    """
+
+    alpha: float = 0.01
+    beta: float = 0.0
+    shared: str | list[str] | None = None
+
+
+@register("regularizer", "l2sp", config=L2SPConfig,
+          summary="L2-SP: pull the pretrained weights towards their starting values, L2 on the new ones",
+          reference="lnsr-noise-stability-bert.txt, Sec. 4.2 (Li et al., 2018)")
+def build_l2sp(config: L2SPConfig, context: Any) -> L2SP:
+    return L2SP(config.alpha, config.beta, shared=config.shared)

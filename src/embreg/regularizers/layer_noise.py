@@ -10,11 +10,13 @@ Cost: one Gaussian draw of the size of ``x^b`` per step (no extra forward or bac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from embreg.registry import register
 from embreg.regularizers._checks import check_number, check_positive_int
 from embreg.regularizers.layer_stack import check_layer_index, layer_stack
 
@@ -72,3 +74,18 @@ class LayerNoise:
             x = kwargs["hidden_states"]
             return args, {**kwargs, "hidden_states": x + torch.randn_like(x) * self.sigma}
         return None
+
+
+@dataclass
+class LayerNoiseConfig:
+    """``regularizers: [{name: layer-noise, sigma: 0.1, start_layer: 1}]`` (see :class:`LayerNoise`)."""
+
+    sigma: float = 0.1
+    start_layer: int = 1
+
+
+@register("regularizer", "layer-noise", config=LayerNoiseConfig, requires=("layer_stack",),
+          summary="FT+Noise: Gaussian noise added to layer b's input while training (no penalty)",
+          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (FT+Noise baseline)")
+def build_layer_noise(config: LayerNoiseConfig, context: Any) -> LayerNoise:
+    return LayerNoise(config.sigma, config.start_layer)

@@ -11,20 +11,22 @@ A :class:`LayerStack` offers both for one model:
 * ``predict(last_hidden, batch)``: the model's head on the last layer's output (logits ``(B, C)`` or ``(B,)``).
 
 :func:`layer_stack` finds the stack of a model: the model's own ``layer_stack()`` method (any model of yours, e.g.
-built from a list of blocks with :class:`SequentialStack`); for embreg's :class:`~embreg.models.EncoderClassifier`
-(an ``encoder`` and ``predict_from_hidden``) and for Hugging Face BERT-family classifiers
+built from a list of blocks with :class:`SequentialStack`; embreg's NCF, DLRM and LSTM language model have one);
+for embreg's :class:`~embreg.models.EncoderClassifier` (an ``encoder`` and ``predict_from_hidden``) and for Hugging Face BERT-family classifiers
 (``BertForSequenceClassification``, ``RobertaForSequenceClassification``, ...), :class:`HFEncoderStack`.
 
 :class:`DropoutReplay` lets a second pass through layers ``b..L`` draw exactly the dropout masks the clean pass
 drew there, by saving the random-number state when layer ``b`` starts and restoring it for the replay. A noisy
 pass then differs from the clean one only by the injected noise.
+
+:class:`LayerStack`, :class:`SequentialStack` and :func:`check_layer_index` live in :mod:`embreg.nn.layer_stack`
+(so that models can build stacks without importing this floor) and are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -32,111 +34,13 @@ from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_state_key, hidden_states_dict
-from embreg.models.output import ModelOutput
+from embreg.nn.layer_stack import LayerStack, SequentialStack, check_layer_index
 
 __all__ = ["LayerStack", "SequentialStack", "HFEncoderStack", "DropoutReplay", "hidden_state_key",
            "hidden_states_dict", "layer_stack", "check_layer_index"]
 
 Batch = dict[str, torch.Tensor]
 Head = Callable[[torch.Tensor, Batch], torch.Tensor]
-
-
-def check_layer_index(index: int, num_layers: int, name: str = "layer") -> None:
-    """Raises :class:`ConfigError` unless ``1 <= index <= num_layers``."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= num_layers:
-        raise ConfigError(f"{name}={index!r} is outside the model's layer range [1, {num_layers}]")
-
-
-class LayerStack(ABC):
-    """The layers of one model as a list ``1..L`` that can be run from any layer; subclasses say how.
-
-    Subclasses set ``num_layers`` and implement :meth:`layer`, :meth:`run_layer` and :meth:`predict`.
-    """
-
-    num_layers: int
-
-    @abstractmethod
-    def layer(self, index: int) -> nn.Module:
-        """Layer ``index`` (1-based) as a module, e.g. to hook it."""
-
-    @abstractmethod
-    def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Output of layer ``index`` (1-based) for input ``hidden``."""
-
-    @abstractmethod
-    def predict(self, last_hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """The head: predictions from the last layer's output."""
-
-    def run(self, hidden: torch.Tensor, batch: Batch, start: int = 1, stop: int | None = None) -> list[torch.Tensor]:
-        """Outputs of layers ``start..stop`` (default ``L``) given ``hidden``, the input of layer ``start``.
-
-        Args:
-            hidden: the input of layer ``start``, e.g. ``(B, T, D)`` for a transformer.
-            batch: the batch (attention masks and the like).
-            start, stop: 1-based, ``1 <= start <= stop <= L``.
-
-        Returns:
-            ``stop - start + 1`` tensors, the output of each layer in turn.
-        """
-        stop = self.num_layers if stop is None else stop
-        check_layer_index(start, self.num_layers, "start")
-        check_layer_index(stop, self.num_layers, "stop")
-        if stop < start:
-            raise ConfigError(f"stop={stop} must be >= start={start}")
-        outputs = []
-        for index in range(start, stop + 1):
-            hidden = self.run_layer(index, hidden, batch)
-            outputs.append(hidden)
-        return outputs
-
-    def clean_states(self, output: ModelOutput) -> list[torch.Tensor]:
-        """The clean forward's states ``h_0..h_L`` from ``output.hidden``.
-
-        Raises:
-            ConfigError: a state is missing (the model's forward did not return its hidden states).
-        """
-        states = []
-        for index in range(self.num_layers + 1):
-            key = hidden_state_key(index)
-            if key not in output.hidden:
-                raise ConfigError(
-                    f"the model output has no hidden state {key!r} (it has {sorted(output.hidden)}); the forward "
-                    "pass must return all L + 1 hidden states (embreg's EncoderClassifier does; Hugging Face models "
-                    "need output_hidden_states=True, which embreg's HF adapter sets)")
-            states.append(output.hidden[key])
-        return states
-
-
-class SequentialStack(LayerStack):
-    """A stack of blocks each mapping ``h -> h``, with an optional head: the adapter for your own models.
-
-    Args:
-        layers: the blocks in order, layer ``r`` is ``layers[r - 1]``.
-        head: ``h_L -> predictions`` (``None``: the last state itself).
-
-    Example:
-        >>> stack = SequentialStack([nn.Linear(2, 2), nn.Tanh()], head=nn.Linear(2, 1))
-        >>> [t.shape for t in stack.run(torch.zeros(3, 2), {}, start=1)]
-        [torch.Size([3, 2]), torch.Size([3, 2])]
-    """
-
-    def __init__(self, layers: Sequence[nn.Module], head: nn.Module | Callable[[torch.Tensor], torch.Tensor] | None
-                 = None) -> None:
-        if len(layers) == 0:
-            raise ConfigError("a SequentialStack needs at least one layer")
-        self.layers = list(layers)
-        self.head = head
-        self.num_layers = len(self.layers)
-
-    def layer(self, index: int) -> nn.Module:
-        check_layer_index(index, self.num_layers)
-        return self.layers[index - 1]
-
-    def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return self.layers[index - 1](hidden)
-
-    def predict(self, last_hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return last_hidden if self.head is None else self.head(last_hidden)
 
 
 def _bidirectional_mask(base: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None) -> Any:

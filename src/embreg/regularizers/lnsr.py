@@ -21,12 +21,14 @@ work); no extra parameters.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.registry import register
 from embreg.regularizers._checks import check_number, check_positive_int
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.layer_stack import DropoutReplay, LayerStack, check_layer_index, layer_stack
@@ -183,3 +185,22 @@ class LNSR:
         terms = noise_stability_terms(noisy, clean[start:], ctx.batch.get("attention_mask"), self.reduction)
         self.last_terms = terms.detach()
         return (self.layer_weights(stack.num_layers).to(terms) * terms).sum()
+
+
+@dataclass
+class LNSRConfig:
+    """``regularizers: [{name: lnsr, sigma: 0.1, start_layer: 3, weights: 1.0}]`` (see :class:`LNSR`)."""
+
+    sigma: float = 0.1
+    start_layer: int = 1
+    weights: float | list[float] = 1.0
+    reduction: Literal["mean", "sum"] = "mean"
+    replay_dropout: bool = True
+
+
+@register("regularizer", "lnsr", config=LNSRConfig, requires=("layer_stack",),
+          summary="LNSR: Gaussian noise at layer b's input, penalise the change of every later layer's output",
+          reference="lnsr-noise-stability-bert.txt, eq. 6-7 (Sec. 3.2)")
+def build_lnsr(config: LNSRConfig, context: Any) -> LNSR:
+    return LNSR(config.sigma, config.start_layer, config.weights, reduction=config.reduction,
+                replay_dropout=config.replay_dropout)

@@ -19,12 +19,15 @@ Cost: one Bernoulli mask and two element-wise passes over each mixed weight matr
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.registry import register
 from embreg.regularizers._checks import check_number
 
 __all__ = ["Mixout", "MixoutLinear", "mixout_weight"]
@@ -140,3 +143,18 @@ class Mixout:
             raise ConfigError(f"{type(model).__name__} has no nn.Linear layer matching include={self.include!r}; "
                               "Mixout needs at least one")
         return model
+
+
+@dataclass
+class MixoutConfig:
+    """``regularizers: [{name: mixout, p: 0.1}]`` (see :class:`Mixout`; ``include``: a module-name prefix)."""
+
+    p: float = 0.1
+    include: str | None = None
+
+
+@register("regularizer", "mixout", config=MixoutConfig, requires=("linear_layers",),
+          summary="Mixout: swap linear weights for their starting values with probability p",
+          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Lee et al., 2020)")
+def build_mixout(config: MixoutConfig, context: Any) -> Mixout:
+    return Mixout(config.p, include=config.include)

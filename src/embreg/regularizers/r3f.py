@@ -13,12 +13,14 @@ Cost: one extra forward and backward through all layers: about 2x a plain step.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.registry import register
 from embreg.regularizers._checks import check_number
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
@@ -85,3 +87,22 @@ class R3F:
         else:
             noisy = stack.predict(stack.run(noisy_input, ctx.batch, 1)[-1], ctx.batch)
         return self.weight * prediction_divergence(noisy, ctx.output.predictions, self.divergence)
+
+
+@dataclass
+class R3FConfig:
+    """``regularizers: [{name: r3f, weight: 1.0, sigma: 1.0e-5}]`` (see :class:`R3F` for each argument)."""
+
+    weight: float = 1.0
+    sigma: float = 1e-5
+    noise: Literal["normal", "uniform"] = "normal"
+    divergence: Literal["auto", "sym_kl", "mse"] = "auto"
+    replay_dropout: bool = False
+
+
+@register("regularizer", "r3f", config=R3FConfig, requires=("layer_stack",),
+          summary="R3F: predictions kept stable under random noise on the embedding output (2x a step)",
+          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Aghajanyan et al., 2020)")
+def build_r3f(config: R3FConfig, context: Any) -> R3F:
+    return R3F(config.weight, config.sigma, noise=config.noise, divergence=config.divergence,
+               replay_dropout=config.replay_dropout)

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.registry import register
 from embreg.regularizers._checks import check_number, check_positive_int
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
@@ -194,3 +196,28 @@ def _parameters_swapped(model: nn.Module, values: dict[str, torch.Tensor]) -> It
         for name, param in model.named_parameters():
             if name in saved:
                 param.data = saved[name]
+
+
+@dataclass
+class SMARTConfig:
+    """``regularizers: [{name: smart, weight: 1.0, epsilon: 1.0e-5}]`` (see :class:`SMART` for each argument)."""
+
+    weight: float = 1.0
+    epsilon: float = 1e-5
+    step_size: float = 1e-3
+    init_std: float = 1e-5
+    steps: int = 1
+    norm: Literal["inf", "l2"] = "inf"
+    divergence: Literal["auto", "sym_kl", "mse"] = "auto"
+    bregman_weight: float = 0.0
+    bregman_momentum: float = 0.99
+    replay_dropout: bool = False
+
+
+@register("regularizer", "smart", config=SMARTConfig, requires=("layer_stack",),
+          summary="SMART: adversarial smoothness of the predictions around the embedding output (+ Bregman)",
+          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Jiang et al., 2020)")
+def build_smart(config: SMARTConfig, context: Any) -> SMART:
+    return SMART(config.weight, config.epsilon, config.step_size, config.init_std, config.steps, norm=config.norm,
+                 divergence=config.divergence, bregman_weight=config.bregman_weight,
+                 bregman_momentum=config.bregman_momentum, replay_dropout=config.replay_dropout)

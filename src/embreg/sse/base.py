@@ -130,7 +130,7 @@ class IndexTransform(nn.Module, abc.ABC):
             Tensor of the same shape, dtype and device.
         """
 
-    def manual_seed(self, seed: int) -> "IndexTransform":
+    def manual_seed(self, seed: int) -> IndexTransform:
         """Restart the random stream from ``seed + rank_offset``; returns self."""
         self.seed = _check_seed(seed)
         self._generator = None
@@ -223,3 +223,13 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
         current = torch.cuda.current_device()
         return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
     return True
+
+
+KIND_SEED_OFFSETS = {"user": 0, "item": 1, "token": 2, "label": 3}
+"""Added to a recipe transform's seed per id kind, so the transforms of one run draw independent streams."""
+
+
+def recipe_seed(context: Any, seed_offset: int) -> int:
+    """The seed of the index transform a recipe builds for ``context.kind``: training seed + offset + kind's."""
+    return int(context.seed) + seed_offset + KIND_SEED_OFFSETS.get(context.kind, len(KIND_SEED_OFFSETS))
+

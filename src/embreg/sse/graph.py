@@ -69,7 +69,7 @@ class NeighbourGraph:
     @classmethod
     def _from_parts(
         cls, indptr: torch.Tensor, indices: torch.Tensor, degree: torch.Tensor, num_nodes: int
-    ) -> "NeighbourGraph":
+    ) -> NeighbourGraph:
         """Reassemble a graph from tensors an existing graph computed (no checks, no work)."""
         graph = object.__new__(cls)
         graph._num_nodes = num_nodes
@@ -79,7 +79,7 @@ class NeighbourGraph:
 
     # ------------------------------------------------------------------ builders
     @classmethod
-    def from_edges(cls, edges: Any, num_nodes: int) -> "NeighbourGraph":
+    def from_edges(cls, edges: Any, num_nodes: int) -> NeighbourGraph:
         """Build a graph from an edge list.
 
         Args:
@@ -123,7 +123,7 @@ class NeighbourGraph:
         return cls(indptr, cols.contiguous(), num_nodes)
 
     @classmethod
-    def from_scipy(cls, matrix: Any) -> "NeighbourGraph":
+    def from_scipy(cls, matrix: Any) -> NeighbourGraph:
         """Build a graph from a square scipy sparse matrix whose nonzeros are edges.
 
         Explicitly stored zeros are not edges. The matrix need not be symmetric:
@@ -245,7 +245,7 @@ class NeighbourGraph:
         dense[rows, self.indices] = 1
         return dense
 
-    def to(self, device: torch.device | str) -> "NeighbourGraph":
+    def to(self, device: torch.device | str) -> NeighbourGraph:
         """Return a copy whose tensors live on ``device`` (self if already there)."""
         device = torch.device(device)
         if self.indptr.device == device:

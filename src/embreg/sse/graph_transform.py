@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from embreg.errors import EmbregError
-from embreg.sse._validation import check_rho
-from embreg.sse.base import IndexTransform
+from embreg.errors import ConfigError, EmbregError
+from embreg.registry import register
+from embreg.sse._validation import check_probability, check_rho
+from embreg.sse.base import IndexTransform, recipe_seed
 from embreg.sse.functional import _sample_graph
 from embreg.sse.functional import transition_matrix as _transition_matrix
 from embreg.sse.graph import NeighbourGraph
@@ -91,3 +95,37 @@ class SSEGraph(IndexTransform):
             f"num_nodes={self.num_embeddings}, num_edges={self.graph_indices.numel() // 2}, "
             f"p={self.p}, rho={self._rho}, seed={self.seed}, rank_offset={self.rank_offset}"
         )
+
+
+@dataclass
+class SSEGraphConfig:
+    """``index_transforms: {item: {name: sse-graph, p: 0.04, rho: 5.7, graph: kg}}``.
+
+    Attributes:
+        p: probability of leaving the id (``1 - p0`` of eq. 3).
+        rho: how much likelier a neighbour is than a non-neighbour as the replacement (>= 1).
+        graph: the task's named graph over these ids: items ``kg`` (shared actor, director, writer, producer)
+            or ``genre``; users an attribute such as ``occupation``.
+        relations: knowledge-graph relations that make two items neighbours (``null``: the default set).
+        seed_offset: added to the training seed (and a per-kind offset) to seed the transform's generator.
+    """
+
+    p: float = 0.01
+    rho: float = 1.0
+    graph: str = "kg"
+    relations: list[str] | None = None
+    seed_offset: int = 1000
+
+    def __post_init__(self) -> None:
+        check_probability(self.p)
+        if self.rho < 1:
+            raise ConfigError(f"rho={self.rho} must be >= 1")
+
+
+@register("index_transform", "sse-graph", config=SSEGraphConfig, kinds=("user", "item"),
+          summary="SSE-Graph: swaps favour the id's neighbours in a knowledge graph by a factor rho",
+          reference="sse-stochastic-shared-embeddings.txt, eq. 3")
+def build_sse_graph(config: SSEGraphConfig, context: Any) -> SSEGraph:
+    """:class:`SSEGraph` over the task's graph ``config.graph`` on ``context.kind`` ids."""
+    graph = context.graph(config.graph, config.relations)
+    return SSEGraph(graph, config.p, config.rho, seed=recipe_seed(context, config.seed_offset))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from embreg.errors import EmbregError
-from embreg.sse._validation import check_ids_dtype, check_ids_range
-from embreg.sse.base import IndexTransform
+from embreg.registry import register
+from embreg.sse._validation import check_ids_dtype, check_ids_range, check_probability
+from embreg.sse.base import IndexTransform, recipe_seed
 from embreg.sse.functional import _sample_se
 
 
@@ -90,3 +93,30 @@ class LabelSSE(IndexTransform):
             f"num_classes={self.num_embeddings}, p={self.p}, ignore_index={self.ignore_index}, "
             f"seed={self.seed}, rank_offset={self.rank_offset}"
         )
+
+
+@dataclass
+class LabelSSEConfig:
+    """``index_transforms: {label: {name: label-sse, p: 0.01}}``: SSE-SE on target ids (the paper's ``p_y``).
+
+    Attributes:
+        p: swap probability of a target id.
+        ignore_index: target value left alone (padding).
+        seed_offset: added to the training seed (and a per-kind offset) to seed the transform's generator.
+    """
+
+    p: float = 0.01
+    ignore_index: int = -100
+    seed_offset: int = 1000
+
+    def __post_init__(self) -> None:
+        check_probability(self.p)
+
+
+@register("index_transform", "label-sse", config=LabelSSEConfig, kinds=("label",),
+          summary="SSE-SE on label/target ids (output embeddings)",
+          reference="sse-stochastic-shared-embeddings.txt, Sec. 3 and Table 4 (p_y)")
+def build_label_sse(config: LabelSSEConfig, context: Any) -> LabelSSE:
+    """:class:`LabelSSE` over every class of ``context.kind``."""
+    return LabelSSE(context.num_ids(), config.p, ignore_index=config.ignore_index,
+                    seed=recipe_seed(context, config.seed_offset))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from embreg.sse.base import IndexTransform
+from embreg.registry import register
+from embreg.sse._validation import check_probability
+from embreg.sse.base import IndexTransform, recipe_seed
 from embreg.sse.functional import _sample_se
 
 
@@ -43,3 +48,27 @@ class SSE(IndexTransform):
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
         """Swap each id with probability p for a uniform other id (eq. 5)."""
         return _sample_se(ids, self.num_embeddings, self.p, self.generator(ids.device))
+
+
+@dataclass
+class SSEConfig:
+    """``index_transforms: {item: {name: sse-se, p: 0.01}}``.
+
+    Attributes:
+        p: swap probability (the paper's ``p_u``/``p_i``, Table 1; ``p_x``/``p_y`` for input/output tokens).
+        seed_offset: added to the training seed (and a per-kind offset) to seed the transform's generator.
+    """
+
+    p: float = 0.01
+    seed_offset: int = 1000
+
+    def __post_init__(self) -> None:
+        check_probability(self.p)
+
+
+@register("index_transform", "sse-se", config=SSEConfig,
+          summary="SSE-SE: swap an id for a uniformly drawn other id with probability p",
+          reference="sse-stochastic-shared-embeddings.txt, eq. 5 (Alg. 1)")
+def build_sse(config: SSEConfig, context: Any) -> SSE:
+    """:class:`SSE` over every id of ``context.kind``."""
+    return SSE(context.num_ids(), config.p, seed=recipe_seed(context, config.seed_offset))

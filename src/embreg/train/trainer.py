@@ -19,13 +19,15 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from embreg.errors import TrainingError
+from embreg.errors import DataError, TrainingError
 from embreg.regularizers.base import Objective, StepContext, standard_objective
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
 from embreg.train.optim import OptimizerFactory
 
-LAST_CHECKPOINT = "last.pt"
-BEST_CHECKPOINT = "best.pt"
+LAST_CHECKPOINT = "last.safetensors"
+BEST_CHECKPOINT = "best.safetensors"
+#: The pickle (``torch.save``) checkpoint of embreg versions before the safetensors format; never loaded.
+LEGACY_LAST_CHECKPOINT = "last.pt"
 
 
 def metric_prefix(split: str) -> str:
@@ -66,9 +68,11 @@ class Trainer:
 
     Each step: ``loss, output = objective(model, batch)``; ``loss += sum(r.penalty(ctx))``; backward; every
     ``r.after_backward(ctx)``; gradient-norm clipping; optimizer step. After each epoch the evaluator scores the
-    validation split; the best model (by ``monitor``) is kept in ``best.pt``, and ``last.pt`` holds everything
-    needed to continue (model with its index-transform generators, optimizer, RNG state, counters, history).
-    Both are written atomically. At the end the best model is scored on the validation and test splits.
+    validation split; the best model (by ``monitor``) is kept in ``best.safetensors``, and ``last.safetensors``
+    holds everything needed to continue (model with its index-transform generators, optimizer, RNG state,
+    counters, history). Both are written atomically, in the safetensors checkpoint format of
+    :mod:`embreg.train.checkpoint`, whose loading never runs code from the file. At the end the best model is
+    scored on the validation and test splits.
 
     Args:
         model: the model (``forward(batch) -> ModelOutput``, ``loss(batch, output)``).
@@ -164,12 +168,17 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------------- training
     def fit(self, *, resume: bool = False) -> FitResult:
-        """Trains until ``epochs`` or early stopping; with ``resume`` continues from ``run_dir/last.pt``.
+        """Trains until ``epochs`` or early stopping; with ``resume`` continues from ``run_dir/last.safetensors``.
 
         A resumed run that had used up its epochs continues when ``epochs`` is now larger; one that stopped early
         only reports its results again.
 
         Afterwards the model holds the weights of the best epoch.
+
+        Raises:
+            DataError: with ``resume``, the checkpoint is corrupt or not an embreg checkpoint, or the run directory
+                holds only an old pickle ``last.pt`` (never loaded: unpickling can run code), so the run must
+                start afresh.
         """
         if resume:
             self._restore()
@@ -294,6 +303,13 @@ class Trainer:
             raise ValueError("resume needs a run_dir to resume from")
         path = self.run_dir / LAST_CHECKPOINT
         if not path.exists():
+            legacy = self.run_dir / LEGACY_LAST_CHECKPOINT
+            if legacy.exists():
+                raise DataError(
+                    f"cannot resume from {str(legacy)!r}: it is a pickle (torch.save) checkpoint of an older embreg "
+                    "version, and pickle checkpoints are no longer loaded because unpickling can run arbitrary "
+                    f"code. Start the run afresh (without resume, or in a new directory); it will write "
+                    f"{LAST_CHECKPOINT}")
             return
         state = load_checkpoint(path)
         self.model.load_state_dict(state["model"])

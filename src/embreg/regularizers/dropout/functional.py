@@ -340,7 +340,7 @@ def xi_approx_surrogate(
                           f"{tuple(logits.shape)}")
     grads = mask_gradients(loss, chosen) if logits is None else logit_gradients(logits, logits_grad, chosen)
     s = loss.new_zeros(())
-    for (_, coef), site, grad in zip(active, chosen, grads):
+    for (_, coef), _site, grad in zip(active, chosen, grads):
         eta = rademacher(grad.shape, like=grad, generator=generator)
         s = s + coef * (grad * eta).sum()
     return s - s.detach()

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
 from embreg.errors import EmbregError
 from embreg.nn.dropout_control import dropout_active
+from embreg.registry import register
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.dropout.clean_pass import clean_pass, clean_probs
 from embreg.regularizers.dropout.functional import cross_entropy_logit_grad, dropout_variance, xi_approx_surrogate
-from embreg.regularizers.dropout.sites import Coefficients, SiteStructure, model_sites, per_site, resolve_names
+from embreg.regularizers.dropout.objective import DropoutK
+from embreg.regularizers.dropout.sites import (
+    Coefficients,
+    SiteStructure,
+    model_sites,
+    per_site,
+    recipe_dropout_groups,
+    resolve_names,
+    site_coefficients,
+)
 
 
 def dropout_k_noise_scale(k: int) -> float:
@@ -126,3 +138,46 @@ class TwoMaskDropoutNoise:
 
     def __repr__(self) -> str:
         return f"TwoMaskDropoutNoise(k={self.k})"
+
+
+@dataclass
+class XiApproxConfig:
+    """``regularizers: [{name: xi-approx}]``: the implicit update noise xi_approx.
+
+    Its scale per site is ``lambda2`` (``null``: ``sqrt(q / (1 - q))`` of the site's dropout probability, App. D.1),
+    times ``sqrt(1 - 1/k)`` when the objective is ``dropout-k`` (Alg. 4), else 1 (Alg. 2, with ``r-approx``).
+    """
+
+    lambda2: float | None = None
+    structure: Literal["element", "model"] = "element"
+    sites: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.lambda2 is not None and self.lambda2 < 0:
+            raise EmbregError(f"lambda2={self.lambda2} must be >= 0 or null")
+
+
+@register("regularizer", "xi-approx", config=XiApproxConfig, requires=("dropout_sites",),
+          summary="xi_approx: dropout's implicit update noise added to the gradient",
+          reference="dropout-explicit-implicit-regularization.txt, eq. 4.6, Alg. 2 and 4")
+def build_xi_approx(config: XiApproxConfig, context: Any) -> ImplicitDropoutNoise:
+    noise = site_coefficients(recipe_dropout_groups(context), config.sites, config.lambda2,
+                              lambda q: math.sqrt(dropout_variance(q)))
+    k = getattr(context.objective, "k", None)
+    scale = dropout_k_noise_scale(k) if isinstance(context.objective, DropoutK) and k is not None else 1.0
+    return ImplicitDropoutNoise({g: v * scale for g, v in noise.items()}, sites=list(noise),
+                                structure=config.structure)
+
+
+@dataclass
+class TwoMaskNoiseConfig:
+    """``regularizers: [{name: two-mask-noise}]`` with ``objective: {name: dropout-k, k: ...}``: no arguments."""
+
+
+@register("regularizer", "two-mask-noise", config=TwoMaskNoiseConfig, requires=("dropout_sites",),
+          summary="the exact two-mask noise that makes Dropout_k's update match Dropout_1's",
+          reference="dropout-explicit-implicit-regularization.txt, Sec. 3.1")
+def build_two_mask_noise(config: TwoMaskNoiseConfig, context: Any) -> TwoMaskDropoutNoise:
+    if not isinstance(context.objective, DropoutK):
+        raise EmbregError("two-mask-noise corrects Dropout_k: use it with objective {name: dropout-k, k: ...}")
+    return TwoMaskDropoutNoise(context.objective.k)

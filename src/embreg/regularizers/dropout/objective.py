@@ -3,12 +3,16 @@ Alg. 1 and eq. 3.2)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from torch import nn
 
 from embreg.errors import EmbregError
 from embreg.models.output import ModelOutput
 from embreg.nn.dropout_control import dropout_active
+from embreg.registry import register
 
 
 class DropoutK:
@@ -49,3 +53,22 @@ class DropoutK:
 
     def __repr__(self) -> str:
         return f"DropoutK(k={self.k})"
+
+
+@dataclass
+class DropoutKConfig:
+    """``objective: {name: dropout-k, k: 4}``: the mean loss over ``k`` dropout masks (Alg. 1)."""
+
+    k: int = 2
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise EmbregError(f"k={self.k} must be >= 1")
+
+
+@register("objective", "dropout-k", config=DropoutKConfig,
+          summary="Dropout_k: average the loss over k dropout masks per step (any model with dropout)",
+          reference="dropout-explicit-implicit-regularization.txt, Alg. 1")
+def build_dropout_k(config: DropoutKConfig, context: Any) -> DropoutK:
+    """:class:`DropoutK` with ``config.k`` masks."""
+    return DropoutK(config.k)

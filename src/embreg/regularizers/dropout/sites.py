@@ -8,8 +8,8 @@ before the first dot (``"hidden"`` selects ``hidden.0``, ``hidden.1``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
 
 from torch import nn
 
@@ -79,3 +79,46 @@ def model_sites(model: nn.Module, batch: dict, output, structure: SiteStructure)
     if structure == "element":
         sites = {name: site.with_structure("element") for name, site in sites.items()}
     return sites
+
+
+def site_coefficients(
+    groups: Mapping[str, float], chosen: Iterable[str] | None, fixed: float | None, from_q: Callable[[float], float]
+) -> dict[str, float]:
+    """A coefficient per site group for the analytic terms of a recipe.
+
+    Args:
+        groups: the model's site groups and their dropout probabilities ``q`` (e.g. ``{"input": 0.4, ...}``).
+        chosen: the groups the term acts on (``None``: every group with ``q > 0``).
+        fixed: one coefficient for every chosen group (``None``: ``from_q(q)`` of each group, App. D.1's
+            ``lambda_1 = q / (1 - q)`` or ``lambda_2 = sqrt(q / (1 - q))``).
+        from_q: the coefficient of a probability.
+
+    Returns:
+        ``{group: coefficient}`` over every group (0 for the groups not chosen).
+
+    Example:
+        >>> site_coefficients({"input": 0.5, "output": 0.0}, None, None, lambda q: q / (1 - q))
+        {'input': 1.0, 'output': 0.0}
+    """
+    names = [g for g, q in groups.items() if q > 0] if chosen is None else list(chosen)
+    unknown = [name for name in names if name not in groups]
+    if unknown:
+        raise EmbregError(f"sites {unknown} are not among the model's dropout site groups {sorted(groups)}")
+    out = {}
+    for group, q in groups.items():
+        if group not in names:
+            out[group] = 0.0
+        elif fixed is not None:
+            out[group] = fixed
+        else:
+            out[group] = from_q(q) if q > 0 else 0.0
+    return out
+
+
+def recipe_dropout_groups(context: Any) -> dict[str, float]:
+    """The dropout probability of each site group of a recipe's model (its config's ``dropout_groups()``)."""
+    config = context.recipe.model.config
+    groups = getattr(config, "dropout_groups", None)
+    if groups is None:
+        raise EmbregError(f"model {context.recipe.model.name!r} states no dropout site groups")
+    return groups()

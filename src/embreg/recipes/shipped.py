@@ -1,4 +1,10 @@
-"""The recipes shipped with embreg (YAML files in ``embreg/recipes/configs``) and how to load one."""
+"""The recipes shipped with embreg (YAML files in ``embreg/recipes/configs``) and how to load any recipe file.
+
+Example:
+    >>> recipe = load_recipe("mf", ["train.epochs=3"])
+    >>> recipe.task, recipe.model.name, recipe.train.epochs
+    ('rating', 'mf', 3)
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from pathlib import Path
 
 from embreg.config import apply_overrides, from_dict, load_yaml
 from embreg.errors import ConfigError
-from embreg.recipes.schema import RecipeConfig
+from embreg.recipes.recipe import Recipe
 
 
 def _config_dir() -> Path:
@@ -40,13 +46,16 @@ def recipe_path(name_or_path: str | Path) -> Path:
     raise ConfigError(f"unknown recipe {str(name_or_path)!r}.{hint} Shipped recipes: {', '.join(names)}")
 
 
-def load_recipe(name_or_path: str | Path, overrides: Sequence[str] = ()) -> RecipeConfig:
-    """Loads a recipe by name or path and applies ``key=value`` overrides.
+def load_recipe(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
+    """Loads a recipe by shipped name or YAML path and applies ``key=value`` overrides (``--set``).
 
-    Example:
-        >>> cfg = load_recipe("mf", ["train.epochs=3"])
-        >>> cfg.train.epochs
-        3
+    Raises:
+        ConfigError: unknown recipe, malformed YAML, unknown or misspelt keys and names (with the closest valid
+            one), values out of range, or a technique the model cannot take.
     """
-    data = apply_overrides(load_yaml(recipe_path(name_or_path)), list(overrides))
-    return from_dict(RecipeConfig, data)
+    return recipe_from_mapping(apply_overrides(load_yaml(recipe_path(name_or_path)), list(overrides)))
+
+
+def recipe_from_mapping(data: dict) -> Recipe:
+    """A :class:`Recipe` from plain data (a parsed YAML file)."""
+    return from_dict(Recipe, data)

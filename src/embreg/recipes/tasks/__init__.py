@@ -1,0 +1,129 @@
+"""Task adapters: one per task, each in one place, registered under the ``task`` slot.
+
+A task adapter turns a :class:`~embreg.recipes.recipe.Recipe`'s ``data`` section into prepared data, training
+batches and an evaluator, says which metric picks the best epoch, which id kinds exist for index transforms, and
+what else a run directory records. Every family runs through the same runner (:mod:`embreg.recipes.run`).
+
+=================  =====================================  ===========================================
+task               data                                   models
+=================  =====================================  ===========================================
+rating             ratings (ml-100k or your file)         mf, ncf
+ranking            implicit feedback (ml-100k or file)    bpr
+ctr                click tables (adult, ml-100k-ctr, ...) dlrm
+lm                 text (enwiki-gensim or your files)     lstm-lm
+classification     labelled texts (reviews, polarity,     encoder-classifier
+regression         or your CSV/TSV/parquet)
+=================  =====================================  ===========================================
+
+Example:
+    >>> from embreg.registry import REGISTRY
+    >>> sorted(REGISTRY.names("task"))
+    ['classification', 'ctr', 'lm', 'ranking', 'rating', 'regression']
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from embreg.errors import ConfigError
+from embreg.registry import REGISTRY, missing_capabilities, register
+
+__all__ = ["TaskAdapter", "register_task"]
+
+
+class TaskAdapter(ABC):
+    """The methods every task implements (see the module docstring); defaults where a task has nothing to add.
+
+    Attributes:
+        name: the task name.
+        data_config: the dataclass of its ``data`` section.
+        default_model: the model a recipe gets when it names none.
+        train_defaults: values of the ``train`` section this family starts from.
+        id_kinds: the id kinds of this task's data that index transforms may act on.
+    """
+
+    name: str = ""
+    data_config: type = object
+    default_model: str = ""
+    train_defaults: dict[str, Any] = {}
+    id_kinds: tuple[str, ...] = ()
+
+    # -- checks made when a recipe is loaded --------------------------------------------------------------------
+    def check(self, recipe: Any) -> None:
+        """Refuses a model of another task, an id kind this task does not have, and techniques whose requirements
+        the model does not provide."""
+        model = recipe.model.entry
+        if self.name not in model.extra.get("tasks", ()):
+            serving = [m for m, e in REGISTRY.entries("model").items() if self.name in e.extra.get("tasks", ())]
+            raise ConfigError(f"model {model.name!r} does not serve task {self.name!r}; models for it: "
+                              f"{', '.join(serving)}")
+        for kind in recipe.index_transforms:
+            if kind not in self.id_kinds:
+                raise ConfigError(f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "
+                                  f"{', '.join(self.id_kinds) or 'none'}")
+        provides = model.provides
+        techniques = [("objective", recipe.objective)] + [(f"regularizers[{i}]", spec)
+                                                          for i, spec in enumerate(recipe.regularizers)]
+        for where, spec in techniques:
+            missing = missing_capabilities(spec.entry.requires, provides)
+            if missing:
+                raise ConfigError(
+                    f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
+                    f"model {model.name!r} does not provide ({model.extra.get('why_not', {}).get(missing[0], '')}"
+                    f"it provides: {', '.join(provides) or 'nothing'})")
+        for kind, spec in recipe.index_transforms.items():
+            kinds = spec.entry.extra.get("kinds", ())
+            if kinds and kind not in kinds:
+                raise ConfigError(f"index_transforms.{kind}: {spec.name!r} acts on {', '.join(kinds)} ids only")
+        self.check_data(recipe)
+
+    def check_data(self, recipe: Any) -> None:  # noqa: B027 - optional hook, empty by default
+        """Task-specific consistency checks of a loaded recipe."""
+
+    @abstractmethod
+    def monitor(self, recipe: Any) -> tuple[str, str]:
+        """``(validation metric, "min" | "max")`` that picks the best epoch."""
+
+    # -- building a run ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def prepare(self, recipe: Any) -> Any:
+        """Loads and splits the data named by ``recipe.data``."""
+
+    def num_ids(self, prepared: Any, kind: str) -> int:
+        raise ConfigError(f"task {self.name!r} has no {kind!r} ids")
+
+    def frequencies(self, prepared: Any, kind: str) -> Any:
+        raise ConfigError(f"task {self.name!r} has no training counts of {kind!r} ids")
+
+    def graph(self, prepared: Any, kind: str, name: str, relations: Any) -> Any:
+        raise ConfigError(f"task {self.name!r} has no {name!r} graph over {kind!r} ids")
+
+    @abstractmethod
+    def batches(self, recipe: Any, prepared: Any) -> Any:
+        """Training batches (``len()`` and ``epoch(e)``)."""
+
+    @abstractmethod
+    def evaluator(self, recipe: Any, prepared: Any) -> Any:
+        """``evaluator(model, split) -> {metric: value}``."""
+
+    def records(self, recipe: Any, prepared: Any) -> dict[str, Any]:
+        """JSON files the run directory gets besides the trainer's (``{"split.json": {...}}``)."""
+        return {}
+
+    def finish(self, recipe: Any, trainer: Any, evaluator: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Metrics added after training (e.g. training-split metrics and generalisation gaps)."""
+        return metrics
+
+    def trainer_options(self, recipe: Any) -> dict[str, Any]:
+        """Further :class:`~embreg.train.trainer.Trainer` keywords."""
+        return {}
+
+
+def register_task(adapter: TaskAdapter, summary: str, reference: str = "") -> TaskAdapter:
+    """Registers ``adapter`` under the ``task`` slot (its config is the data section's dataclass)."""
+    provides = tuple(f"ids:{kind}" for kind in adapter.id_kinds)
+    register("task", adapter.name, config=adapter.data_config, summary=summary, reference=reference,
+             provides=provides, adapter=adapter, data_config=adapter.data_config,
+             default_model=adapter.default_model, train_defaults=dict(adapter.train_defaults))(adapter.prepare)
+    return adapter

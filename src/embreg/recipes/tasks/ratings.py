@@ -1,0 +1,227 @@
+"""Tasks ``rating`` (explicit ratings: RMSE/MAE) and ``ranking`` (implicit feedback: full-ranking top-k metrics).
+
+Data: MovieLens-100k from the registry or a user's ratings file (CSV/TSV/parquet, ``data.path`` and column names).
+Rating tasks split the interactions at random; ranking tasks split each user's interactions (per-user split).
+Id kinds for index transforms: ``user`` and ``item``; graphs for SSE-Graph (ML-100k only): items sharing a
+knowledge-graph entity (``kg``) or a genre (``genre``), users sharing an attribute (``occupation``, ...).
+
+Example:
+    >>> from embreg.recipes import load_recipe
+    >>> recipe = load_recipe("mf", ["data.max_rows=1000"])
+    >>> prepared = recipe.adapter.prepare(recipe)
+    >>> sorted(prepared.split), prepared.ratings.num_users > 0
+    (['test', 'train', 'valid'], True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from embreg.data import (
+    NegativeSampler,
+    RatingsData,
+    item_graph_from_genres,
+    item_graph_from_kg,
+    load_ml100k,
+    load_ratings_file,
+    per_user_split,
+    random_split,
+    user_graph_from_attributes,
+)
+from embreg.data.graphs import DEFAULT_KG_RELATIONS
+from embreg.data.movielens import MovieLens100k
+from embreg.errors import ConfigError
+from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.sse import NeighbourGraph
+from embreg.train.batches import TensorBatches
+from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
+
+__all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask"]
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class RatingsDataConfig:
+    """Where the interactions come from and how they are split.
+
+    Attributes:
+        dataset: a registry name (``embreg list``); ignored when ``path`` is set.
+        path: a user's own ratings file (CSV/TSV/parquet) instead of a registry dataset.
+        user_col, item_col, rating_col, timestamp_col: column mapping for ``path`` (``rating_col: null`` means
+            implicit feedback).
+        sep: field separator for text files (``null``: from the extension, else sniffed).
+        split: train/valid/test fractions.
+        split_seed: seed of the split (recorded in the run directory).
+        min_rating: for ranking tasks, interactions with a rating below this are dropped (``null``: keep all).
+        max_rows: keep only the first ``max_rows`` interactions (quick slices for tests and smoke runs).
+    """
+
+    dataset: str = "ml-100k"
+    path: str | None = None
+    user_col: str = "user_id"
+    item_col: str = "item_id"
+    rating_col: str | None = "rating"
+    timestamp_col: str | None = None
+    sep: str | None = None
+    split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
+    split_seed: int = 0
+    min_rating: float | None = None
+    max_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.split) != 3 or any(f <= 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
+            raise ConfigError(f"split={self.split} must be three positive fractions summing to 1")
+        if self.max_rows is not None and self.max_rows < 10:
+            raise ConfigError(f"max_rows={self.max_rows} must be >= 10 or null")
+
+
+@dataclass
+class PreparedRatings:
+    """Interactions, their seeded split, and (for ML-100k) the side information graphs are built from.
+
+    Attributes:
+        ratings: every interaction used by the recipe.
+        split: ``{"train"|"valid"|"test": index array into ratings}``.
+        movielens: the full ML-100k bundle when the recipe uses it, else ``None``.
+    """
+
+    ratings: RatingsData
+    split: dict[str, np.ndarray]
+    movielens: MovieLens100k | None = None
+
+    def part(self, name: str) -> RatingsData:
+        return self.ratings.subset(self.split[name])
+
+    def tensors(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        part = self.part(name)
+        return torch.from_numpy(part.users), torch.from_numpy(part.items)
+
+
+class _InteractionTask(TaskAdapter):
+    data_config = RatingsDataConfig
+    id_kinds = ("user", "item")
+    train_defaults = {"epochs": 100, "batch_size": 1024, "lr": 1e-3, "optimizer": "adam", "patience": 5}
+    split_kind = "random"
+
+    def prepare(self, recipe) -> PreparedRatings:
+        d = recipe.data
+        movielens = None
+        if d.path is not None:
+            ratings = load_ratings_file(d.path, user=d.user_col, item=d.item_col, rating=d.rating_col,
+                                        timestamp=d.timestamp_col, sep=d.sep)
+        elif d.dataset == "ml-100k":
+            movielens = load_ml100k()
+            ratings = movielens.ratings
+        else:
+            raise ConfigError(f"data.dataset={d.dataset!r} holds no ratings; use 'ml-100k' or set data.path")
+        if d.max_rows is not None and d.max_rows < len(ratings):
+            ratings = ratings.subset(np.arange(d.max_rows))
+        if self.name == "ranking" and d.min_rating is not None:
+            ratings = ratings.subset(np.flatnonzero(ratings.ratings >= d.min_rating))
+        if self.split_kind == "random":
+            split = random_split(len(ratings), tuple(d.split), seed=d.split_seed)
+        else:
+            split = per_user_split(ratings.users, tuple(d.split), seed=d.split_seed)
+        return PreparedRatings(ratings=ratings, split=split, movielens=movielens)
+
+    def num_ids(self, prepared: PreparedRatings, kind: str) -> int:
+        return prepared.ratings.num_users if kind == "user" else prepared.ratings.num_items
+
+    def global_mean(self, prepared: PreparedRatings) -> float:
+        """Mean training rating (the rating models' offset ``mu``)."""
+        return float(prepared.part("train").ratings.mean())
+
+    def frequencies(self, prepared: PreparedRatings, kind: str) -> np.ndarray:
+        train = prepared.part("train")
+        ids = train.users if kind == "user" else train.items
+        return np.bincount(ids, minlength=self.num_ids(prepared, kind))
+
+    def graph(self, prepared: PreparedRatings, kind: str, name: str, relations) -> NeighbourGraph:
+        if prepared.movielens is None:
+            raise ConfigError(f"the {name!r} graph needs the ml-100k side information; it is not available with "
+                              "data.path")
+        ml = prepared.movielens
+        if kind == "item" and name == "kg":
+            edges = item_graph_from_kg(ml, relations=tuple(relations or DEFAULT_KG_RELATIONS))
+        elif kind == "item" and name == "genre":
+            edges = item_graph_from_genres(ml)
+        elif kind == "user" and name != "kg" and name != "genre":
+            edges = user_graph_from_attributes(ml, by=(name,))
+        else:
+            raise ConfigError(f"no graph {name!r} over {kind} ids; items: kg, genre; users: occupation, gender, ...")
+        return NeighbourGraph.from_edges(edges, self.num_ids(prepared, kind))
+
+    def records(self, recipe, prepared: PreparedRatings) -> dict:
+        return {"split.json": {"split_seed": recipe.data.split_seed, "fractions": recipe.data.split,
+                               "kind": "per-user" if self.split_kind == "per-user" else "random",
+                               "sizes": {name: int(idx.size) for name, idx in prepared.split.items()}}}
+
+
+class RatingTask(_InteractionTask):
+    """Explicit ratings: squared loss, RMSE and MAE on every split."""
+
+    name = "rating"
+    default_model = "mf"
+
+    def monitor(self, recipe) -> tuple[str, str]:
+        return "val_rmse", "min"
+
+    def batches(self, recipe, prepared: PreparedRatings) -> TensorBatches:
+        train = prepared.part("train")
+        users, items = prepared.tensors("train")
+        tensors = {"user": users, "item": items, "rating": torch.from_numpy(train.ratings)}
+        return TensorBatches(tensors, recipe.train.batch_size, seed=recipe.train.seed)
+
+    def evaluator(self, recipe, prepared: PreparedRatings) -> RatingEvaluator:
+        splits = {}
+        for name in SPLITS:
+            users, items = prepared.tensors(name)
+            splits[name] = {"user": users, "item": items, "rating": torch.from_numpy(prepared.part(name).ratings)}
+        train_ratings = prepared.part("train").ratings
+        return RatingEvaluator(splits, rating_range=(float(train_ratings.min()), float(train_ratings.max())))
+
+    def trainer_options(self, recipe) -> dict:
+        return {"eval_train": recipe.train.eval_train}
+
+
+class RankingTask(_InteractionTask):
+    """Implicit feedback: sampled negatives in training, full ranking over each user's unseen items in evaluation."""
+
+    name = "ranking"
+    default_model = "bpr"
+    split_kind = "per-user"
+
+    def monitor(self, recipe) -> tuple[str, str]:
+        return "val_ndcg@10", "max"
+
+    def batches(self, recipe, prepared: PreparedRatings) -> TensorBatches:
+        train = prepared.part("train")
+        users, items = prepared.tensors("train")
+        t = recipe.train
+        sampler = NegativeSampler(train.users, train.items, prepared.ratings.num_items)
+
+        def add_negatives(batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+            batch["neg"] = sampler.sample(batch["user"], generator)
+            return batch
+
+        tensors = {"user": users.repeat(t.num_negatives), "pos": items.repeat(t.num_negatives)}
+        return TensorBatches(tensors, t.batch_size, seed=t.seed, transform=add_negatives)
+
+    def evaluator(self, recipe, prepared: PreparedRatings) -> RankingEvaluator:
+        parts = {name: prepared.tensors(name) for name in SPLITS}
+        train_u, train_i = parts["train"]
+        valid_u, valid_i = parts["valid"]
+        exclude = {"valid": (train_u, train_i),
+                   "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
+        relevant = {"valid": parts["valid"], "test": parts["test"]}
+        return RankingEvaluator(prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude)
+
+
+register_task(RatingTask(), "explicit ratings: squared loss; RMSE, MAE", "sse-stochastic-shared-embeddings.txt, "
+              "Sec. 4.1 (MF on MovieLens)")
+register_task(RankingTask(), "implicit feedback: sampled negatives; full-ranking precision/recall/NDCG/hit@k",
+              "sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)")

@@ -1,0 +1,179 @@
+"""Tasks ``classification`` and ``regression``: fine-tuning a pretrained encoder on labelled texts.
+
+Data: the women's clothing reviews (``reviews``: ``binary`` recommended flag, 5-class ``rating`` or ``regression``
+on the stars), the 200 polarity sentences (``polarity``), or a user's own CSV/TSV/parquet file with a text and a
+label column (``data.path``, ``data.text_col``, ``data.label_col``). The texts are tokenised once per run; the
+metrics follow lnsr-noise-stability-bert.txt (MCC for binary tasks, accuracy for more classes, Pearson
+correlation for regression). A finished run also records training-split metrics and the generalisation gaps
+``gap_<m> = train_<m> - test_<m>``.
+
+Example:
+    >>> from embreg.recipes import load_recipe
+    >>> load_recipe("ft-reviews-lnsr").monitor
+    ('val_mcc', 'max')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from embreg.data.labelled_text import SPLITS, TextTask
+from embreg.errors import ConfigError
+from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.train.batches import TensorBatches
+from embreg.train.text_evaluation import TextEvaluator
+
+__all__ = ["LabelledTextConfig", "PreparedText", "TextClassificationTask", "TextRegressionTask", "load_text_task"]
+
+
+@dataclass
+class LabelledTextConfig:
+    """The labelled text task.
+
+    Attributes:
+        dataset: ``reviews`` (women's clothing reviews), ``polarity`` (200 sentences) or ``file`` (``path``).
+        task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes) or ``regression`` (stars).
+        path: your own CSV/TSV/parquet file (sets ``dataset: file``); text_col, label_col: its columns;
+            sep: separator of text files (``null``: from the extension).
+        train_size: training examples drawn from the pool (``null``: all).
+        valid_size, test_size: fixed evaluation sets (reviews: 1000/2000; polarity: 40/40; files: 1000/1000).
+        split_seed: seed of the evaluation sets; subset_seed: seed of the training subset.
+        max_length: tokens per text (truncated), including [CLS] and [SEP].
+    """
+
+    dataset: Literal["reviews", "polarity", "file"] = "reviews"
+    task: Literal["binary", "rating", "regression"] = "binary"
+    path: str | None = None
+    text_col: str = "text"
+    label_col: str = "label"
+    sep: str | None = None
+    train_size: int | None = 1000
+    valid_size: int | None = None
+    test_size: int | None = None
+    split_seed: int = 0
+    subset_seed: int = 0
+    max_length: int = 64
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            self.dataset = "file"
+        if self.dataset == "file" and self.path is None:
+            raise ConfigError("data.dataset='file' needs data.path (a CSV/TSV/parquet file with text and labels)")
+        if self.train_size is not None and self.train_size < 1:
+            raise ConfigError(f"data.train_size={self.train_size} must be >= 1 or null")
+        if self.max_length < 2:
+            raise ConfigError(f"data.max_length={self.max_length} must be >= 2")
+        if self.dataset == "polarity" and self.task != "binary":
+            raise ConfigError(f"data.task={self.task!r}: the polarity dataset has only the 'binary' task")
+
+
+@dataclass
+class PreparedText:
+    """A task and its tokenised splits: ``tensors[split]`` holds ``input_ids``, ``attention_mask``, ... and
+    ``labels`` (int64 class ids, or float32 targets)."""
+
+    task: TextTask
+    tensors: dict[str, dict[str, torch.Tensor]]
+
+
+def load_text_task(recipe: Any) -> TextTask:
+    """The :class:`TextTask` named by ``recipe.data``."""
+    d = recipe.data
+    if d.dataset == "polarity":
+        from embreg.data.polarity import load_polarity
+
+        return load_polarity(valid_size=d.valid_size or 40, test_size=d.test_size or 40, split_seed=d.split_seed)
+    if d.dataset == "file":
+        from embreg.data.text_file import load_text_file
+
+        return load_text_file(d.path, text_col=d.text_col, label_col=d.label_col, kind=recipe.task, sep=d.sep,
+                              train_size=d.train_size, valid_size=d.valid_size or 1000, test_size=d.test_size or 1000,
+                              split_seed=d.split_seed, subset_seed=d.subset_seed)
+    from embreg.data.reviews import load_reviews
+
+    return load_reviews(d.task, train_size=d.train_size, valid_size=d.valid_size or 1000,
+                        test_size=d.test_size or 2000, split_seed=d.split_seed, subset_seed=d.subset_seed)
+
+
+class _TextTask(TaskAdapter):
+    data_config = LabelledTextConfig
+    default_model = "encoder-classifier"
+    id_kinds = ("token",)
+    # lnsr-noise-stability-bert.txt, Sec. 4.3: AdamW, linear warm-up over 10% of the steps, batch 32, 3 epochs
+    train_defaults = {"epochs": 3, "batch_size": 32, "eval_batch_size": 64, "lr": 5e-5, "optimizer": "adamw",
+                      "schedule": "linear", "warmup": 0.1, "weight_decay": 0.01, "clip_norm": 1.0, "patience": None,
+                      "keep_checkpoints": "none", "progress": False}
+
+    def prepare(self, recipe) -> PreparedText:
+        from embreg.models.encoder_classifier import encode_texts
+        from embreg.models.pretrained import load_pretrained
+
+        task = load_text_task(recipe)
+        if task.kind != self.name:
+            raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
+        _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
+        tensors = {}
+        for split in SPLITS:
+            encoded = encode_texts(tokenizer, task.texts[split], recipe.data.max_length)
+            dtype = torch.float32 if task.kind == "regression" else torch.long
+            encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
+            tensors[split] = encoded
+        return PreparedText(task, tensors)
+
+    def num_ids(self, prepared: PreparedText, kind: str) -> int:
+        return int(prepared.tensors["train"]["input_ids"].max()) + 1 if kind == "token" else 0
+
+    def batches(self, recipe, prepared: PreparedText) -> TensorBatches:
+        return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)
+
+    def evaluator(self, recipe, prepared: PreparedText) -> TextEvaluator:
+        return TextEvaluator(prepared.tensors, prepared.task.num_labels, batch_size=recipe.train.eval_batch_size or 64)
+
+    def records(self, recipe, prepared: PreparedText) -> dict:
+        return {"split.json": prepared.task.record | {"task_name": prepared.task.name}}
+
+    def finish(self, recipe, trainer, evaluator, metrics: dict) -> dict:
+        metrics = dict(metrics)
+        for name, value in evaluator(trainer.model, "train").items():
+            metrics[f"train_{name}"] = value
+            if f"test_{name}" in metrics:
+                metrics[f"gap_{name}"] = value - metrics[f"test_{name}"]
+        return metrics
+
+
+class TextClassificationTask(_TextTask):
+    """Class labels: cross-entropy; MCC (binary) or accuracy (more classes), F1 and the rest on every split."""
+
+    name = "classification"
+
+    def check_data(self, recipe) -> None:
+        if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
+            raise ConfigError("data.task='regression' needs task: regression")
+
+    def monitor(self, recipe) -> tuple[str, str]:
+        if recipe.data.dataset == "reviews" and recipe.data.task == "rating":
+            return "val_accuracy", "max"
+        return "val_mcc", "max"
+
+
+class TextRegressionTask(_TextTask):
+    """Real-valued targets: squared loss; Pearson correlation and RMSE."""
+
+    name = "regression"
+
+    def check_data(self, recipe) -> None:
+        if recipe.data.dataset != "file" and not (recipe.data.dataset == "reviews" and recipe.data.task == "regression"):
+            raise ConfigError(f"task: regression needs data.task='regression' on reviews or a file, got "
+                              f"data.dataset={recipe.data.dataset!r}, data.task={recipe.data.task!r}")
+
+    def monitor(self, recipe) -> tuple[str, str]:
+        return "val_corr", "max"
+
+
+register_task(TextClassificationTask(), "fine-tune a pretrained encoder on labelled texts: MCC / accuracy",
+              "lnsr-noise-stability-bert.txt, Sec. 4")
+register_task(TextRegressionTask(), "fine-tune a pretrained encoder on texts with real targets: Pearson r",
+              "lnsr-noise-stability-bert.txt, Sec. 4")

@@ -14,6 +14,7 @@ Slots:
 ``index_transform`` ids -> ids on one id kind (sse-se, sse-graph, label-sse)
 ``objective``      replaces the standard loss (standard, dropout-k)
 ``regularizer``    hooks ``prepare``/``penalty``/``after_backward`` (lnsr, r3f, smart, l2sp, mixout, ...)
+``analysis``       a study's extra tables and plots from its run log (:mod:`embreg.studies.analyses`)
 =================  ==========================================================================================
 
 *Capabilities* make the matrix explicit: a technique ``requires`` some (``layer_stack``: the model can re-run its
@@ -57,10 +58,10 @@ from embreg.errors import ConfigError
 __all__ = ["SLOTS", "Entry", "Registry", "REGISTRY", "register", "load_builtins", "missing_capabilities",
            "BUILTIN_PACKAGES"]
 
-SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer")
+SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis")
 
 BUILTIN_PACKAGES = ("embreg.sse", "embreg.embeddings", "embreg.models", "embreg.nn", "embreg.regularizers",
-                    "embreg.recipes.tasks")
+                    "embreg.recipes.tasks", "embreg.studies.analyses")
 """Packages whose modules register the built-in entries beside their own code; every module in them is imported
 by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
 

@@ -1,0 +1,206 @@
+"""The study file: which recipes, which override grid, how many seeds, how tuning is done, which claims are checked.
+
+A study is a YAML file under ``studies/`` (one per reading shown in ``docs/results``):
+
+```yaml
+name: sse-bpr                         # also the name of its run log and of its page docs/results/<name>/
+title: SSE on BPR, MovieLens-100k
+paper: sse-stochastic-shared-embeddings.txt
+dataset: MovieLens-100k (per-user 80/10/10 split, seed 0)
+variants:                             # label -> a recipe and its own overrides; the first is the baseline
+  BPR: {recipe: bpr}
+  SSE-SE + BPR: {recipe: bpr-sse-se}
+common: [train.progress=false, train.threads=1]   # overrides of every run
+grid: {}                              # reported axes: every combination is a point of its own (e.g. budget x alpha)
+tune:                                 # chosen per variant and point on the validation split, same budget for all
+  method: grid                        # grid (every combination of `space`) or optuna (`trials` TPE trials)
+  space: {model.l2: [0.01, 0.03, 0.1]}
+  seeds: 1                            # tuning seeds: the choice is the best mean validation value
+seeds: 10                             # final seeds of the chosen setting (seed_start, seed_start + 1, ...)
+metrics: [test_precision@1, test_precision@10]
+claims:                               # the paper's claims this study checks, each against the baseline
+  - {text: "SSE-SE improves BPR (Table 1)", metric: test_precision@1, variant: SSE-SE + BPR}
+analyses: []                          # registered analyses adding tables and plots ({name: ..., ...args})
+```
+
+Every run of a study lands as one line of its run log (:mod:`embreg.studies.runlog`); reports and the results hub
+are made from the logs alone, so a report never needs training and an interrupted study resumes where it stopped.
+
+Example:
+    >>> spec = StudySpec.from_mapping({"name": "demo", "title": "t", "paper": "p.txt", "variants": {"MF": {"recipe": "mf"}},
+    ...                                "metrics": ["test_rmse"]})
+    >>> spec.baseline, spec.seeds, spec.tune is None
+    ('MF', 5, True)
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from embreg.config import from_dict, load_yaml
+from embreg.errors import ConfigError
+
+__all__ = ["VariantSpec", "TuneSpec", "ClaimSpec", "AnalysisSpec", "StudySpec", "load_study", "grid_points",
+           "point_overrides"]
+
+
+@dataclass
+class VariantSpec:
+    """One compared configuration: a shipped recipe (or YAML path) and overrides of its own."""
+
+    recipe: str
+    set: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TuneSpec:
+    """How each variant (at each point) is tuned on the validation split, with one budget for all.
+
+    Attributes:
+        method: ``grid`` (every combination of ``space``) or ``optuna`` (``trials`` TPE trials over the recipe's
+            own ``search`` section, or over ``space`` read as ``[low, high]`` ranges).
+        space: dotted key -> values (grid) for every variant.
+        per_variant: variant label -> its own space, replacing ``space`` for that variant.
+        trials: optuna only.
+        seeds: tuning seeds per setting; the choice is the best mean of ``metric`` over them.
+        metric: validation metric (``null``: the recipe's monitor); direction from the metric's name.
+    """
+
+    method: Literal["grid", "optuna"] = "grid"
+    space: dict[str, list[Any]] = field(default_factory=dict)
+    per_variant: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    trials: int = 20
+    seeds: int = 1
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.seeds < 1 or self.trials < 1:
+            raise ConfigError(f"tune.seeds={self.seeds} and tune.trials={self.trials} must be >= 1")
+        if self.metric is not None and not self.metric.startswith("val_"):
+            raise ConfigError(f"tune.metric={self.metric!r} must be a validation metric (val_...): tuning never "
+                              "looks at the test split")
+
+    def space_for(self, variant: str) -> dict[str, list[Any]]:
+        return self.per_variant.get(variant, self.space)
+
+
+@dataclass
+class ClaimSpec:
+    """A claim of the paper checked against the baseline on a test metric (two-sided Welch test, 5% level).
+
+    Attributes:
+        text: the claim in words, with its place in the paper.
+        metric: the test metric that decides it.
+        variant: the variant that should beat the baseline.
+        baseline: the compared variant (``null``: the study's baseline).
+        point: the grid point the claim is read at (``null``: every point must agree; a study without a grid has
+            one point).
+        direction: ``max`` or ``min`` (``null``: ``min`` for rmse/mae/mse/loss/logloss/ppl metrics, else ``max``).
+    """
+
+    text: str
+    metric: str
+    variant: str
+    baseline: str | None = None
+    point: dict[str, Any] | None = None
+    direction: Literal["max", "min"] | None = None
+
+    @property
+    def better(self) -> str:
+        if self.direction is not None:
+            return self.direction
+        lower = ("rmse", "mae", "mse", "loss", "logloss", "ppl", "seconds")
+        return "min" if self.metric.endswith(lower) else "max"
+
+
+@dataclass
+class AnalysisSpec:
+    """A registered analysis (``embreg list``: analyses) and its arguments: ``{name: md-budget-curve, ...}``."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudySpec:
+    """A study file (see the module docstring)."""
+
+    name: str
+    title: str
+    paper: str
+    variants: dict[str, VariantSpec]
+    metrics: list[str]
+    description: str = ""
+    dataset: str = ""
+    baseline: str | None = None
+    common: list[str] = field(default_factory=list)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    tune: TuneSpec | None = None
+    seeds: int = 5
+    seed_start: int = 0
+    claims: list[ClaimSpec] = field(default_factory=list)
+    analyses: list[AnalysisSpec] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.variants:
+            raise ConfigError(f"study {self.name!r} has no variants")
+        if self.baseline is None:
+            self.baseline = next(iter(self.variants))
+        if self.baseline not in self.variants:
+            raise ConfigError(f"baseline {self.baseline!r} is not a variant ({', '.join(self.variants)})")
+        if self.seeds < 1:
+            raise ConfigError(f"seeds={self.seeds} must be >= 1")
+        for claim in self.claims:
+            for label in (claim.variant, claim.baseline):
+                if label is not None and label not in self.variants:
+                    raise ConfigError(f"claim {claim.text!r} names {label!r}, not a variant ({', '.join(self.variants)})")
+        if self.tune is not None:
+            unknown = set(self.tune.per_variant) - set(self.variants)
+            if unknown:
+                raise ConfigError(f"tune.per_variant names {sorted(unknown)}, not variants")
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> StudySpec:
+        return from_dict(cls, data)
+
+    @property
+    def final_seeds(self) -> list[int]:
+        return list(range(self.seed_start, self.seed_start + self.seeds))
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every combination of the reported ``grid`` axes (``[{}]`` without a grid)."""
+        return grid_points(self.grid)
+
+
+def grid_points(space: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of ``space``'s values, in a stable order.
+
+    Example:
+        >>> grid_points({"a": [1, 2], "b": ["x"]})
+        [{'a': 1, 'b': 'x'}, {'a': 2, 'b': 'x'}]
+    """
+    if not space:
+        return [{}]
+    keys = list(space)
+    return [dict(zip(keys, values)) for values in itertools.product(*(space[k] for k in keys))]
+
+
+def point_overrides(point: dict[str, Any]) -> list[str]:
+    """``--set`` strings of a point (``{"train.lr": 0.01}`` -> ``["train.lr=0.01"]``)."""
+    import yaml
+
+    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            for key, value in point.items()]
+
+
+def load_study(path: str | Path) -> StudySpec:
+    """Reads and checks a study file; its ``name`` must match the file name."""
+    path = Path(path)
+    spec = StudySpec.from_mapping(load_yaml(path))
+    if spec.name != path.stem:
+        raise ConfigError(f"study file {path} names itself {spec.name!r}; name it {path.stem!r} or rename the file")
+    return spec

@@ -145,21 +145,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from embreg.recipes import load_recipe
-    from embreg.recipes.run import run_seeds
-    from embreg.train.compare import compare_runs, format_markdown
+    from embreg.demo import run_demo
 
     out = Path(args.out) if args.out else _default_out("demo")
-    dirs = []
-    for name in ("mf", "mf-sse-se"):
-        cfg = load_recipe(name, [f"train.progress={str(args.progress).lower()}"])
-        print(f"training {name} ({cfg.description}) for {args.seeds} seeds ...", flush=True)
-        run_seeds(cfg, out / name, args.seeds)
-        dirs.append(out / name)
+    text = run_demo(out, seeds=args.seeds, workers=args.workers)
     print()
-    print("MovieLens-100k, random 80/10/10 split (seed 0), test metrics at the best validation epoch:")
-    print(format_markdown(compare_runs(dirs, metrics=["test_rmse", "test_mae", "best_epoch"])))
-    print(f"\nrun directories: {out}")
+    print(text, end="")
+    print(f"\nrun directories and this table (demo.md): {out}")
     return 0
 
 
@@ -208,10 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out")
     sweep.set_defaults(func=cmd_sweep)
 
-    demo = sub.add_parser("demo", help="MF vs SSE-SE + MF on MovieLens-100k, printed as a table")
-    demo.add_argument("--seeds", type=int, default=3)
+    from embreg.studies.cli import add_study_parser
+
+    add_study_parser(sub)
+
+    demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
+    demo.add_argument("--seeds", type=_positive_int, default=3)
+    demo.add_argument("--workers", type=_positive_int, default=2, help="runs trained at a time")
     demo.add_argument("--out")
-    demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -1,0 +1,19 @@
+"""The runnable examples in the docstrings of the registry, configuration, recipe, study and demo modules."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "embreg.registry", "embreg.config", "embreg.embeddings.tables", "embreg.recipes", "embreg.recipes.recipe",
+    "embreg.recipes.shipped", "embreg.recipes.context", "embreg.recipes.tasks", "embreg.recipes.tasks.ratings",
+    "embreg.recipes.tasks.ctr", "embreg.recipes.tasks.lm", "embreg.recipes.run", "embreg.studies.spec",
+    "embreg.studies.runlog", "embreg.studies.sections", "embreg.demo",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0, result

@@ -11,7 +11,8 @@ of the resident size before the first step.
 
     python benchmarks/finetune_cost.py --rounds 5 --steps 2 --threads 1
 
-writes ``docs/results/finetuning-stability-cost.{json,md}``.
+writes ``docs/results/finetune-cost/finetuning-stability-cost.json``, the markdown table as that folder's
+``README.md``, and rebuilds its ``summary.json`` (``--out-dir``: another folder).
 """
 
 from __future__ import annotations
@@ -30,26 +31,51 @@ from pathlib import Path
 
 import torch
 
-from finetune_stability import METHODS as RECIPES  # method name -> recipe name
-
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
-from embreg.recipes.finetune_run import load_finetune_recipe
+from embreg.recipes import list_recipes, load_recipe
 from embreg.regularizers import StepContext
 from embreg.train.stats import median_interval, target_verdict
 
+LABELS = {"ft-reviews": "FT", "ft-reviews-noise": "FT+Noise", "ft-reviews-l2sp": "L2-SP",
+          "ft-reviews-mixout": "Mixout", "ft-reviews-smart": "SMART", "ft-reviews-r3f": "R3F",
+          "ft-reviews-lnsr": "LNSR"}
+"""Table names of the shipped fine-tuning recipes (the stability table's methods), in table order."""
 
-def _from_recipe(recipe: str, *overrides: str):
-    """The regulariser exactly as the shipped recipe (with ``overrides``) builds it: what the stability table ran."""
-    return lambda: load_finetune_recipe(recipe, list(overrides)).regularizer.build()
+
+def _shipped_methods() -> dict[str, str]:
+    """Method name -> shipped ``ft-reviews*`` recipe: the labelled ones in table order, then any other."""
+    shipped = sorted(name for name in list_recipes() if name.startswith("ft-reviews"))
+    ordered = [name for name in LABELS if name in shipped] + [name for name in shipped if name not in LABELS]
+    return {LABELS.get(name, name): name for name in ordered}
 
 
-# the seven recipes, then the LNSR recipe at the paper's injection layer (b = 1) and one layer later than its b = 3
+RECIPES = _shipped_methods()  # method name -> recipe name
+
+
+def _from_recipe(recipe: str, **arguments: object):
+    """The recipe's regulariser (``None``: plain fine-tuning) exactly as the shipped recipe builds it, with
+    ``arguments`` changed: what the stability table ran. The fine-tuning regularisers need no build context."""
+
+    def build():
+        specs = load_recipe(recipe).regularizers
+        if not specs:
+            return None
+        if len(specs) > 1:
+            raise ValueError(f"recipe {recipe!r} has {len(specs)} regularisers; this benchmark times one")
+        for key, value in arguments.items():
+            setattr(specs[0], key, value)
+        return specs[0].build(None)
+
+    return build
+
+
+# the shipped recipes, then the LNSR recipe at the paper's injection layer (b = 1) and one layer later than its b = 3
 METHODS = {**{name: _from_recipe(recipe) for name, recipe in RECIPES.items()},
-           "LNSR (b=1)": _from_recipe(RECIPES["LNSR"], "regularizer.args.start_layer=1"),
-           "LNSR (b=4)": _from_recipe(RECIPES["LNSR"], "regularizer.args.start_layer=4")}
+           "LNSR (b=1)": _from_recipe(RECIPES["LNSR"], start_layer=1),
+           "LNSR (b=4)": _from_recipe(RECIPES["LNSR"], start_layer=4)}
 TARGETS = {"LNSR": 1.7, "LNSR (b=1)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetune-cost"
 
 
 def _batch(batch_size: int, max_length: int, tokenizer) -> dict[str, torch.Tensor]:
@@ -130,6 +156,9 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the per-method memory processes")
     parser.add_argument("--host-note", default="other jobs may have shared the cores",
                         help="how busy the machine was (recorded with the results)")
+    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), metavar="METHOD",
+                        help="time only these methods (FT is always timed: the ratios are to it)")
+    parser.add_argument("--out-dir", type=Path, default=OUT, help="output folder (default: %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -143,16 +172,17 @@ def main() -> None:
         print(_status_mib("VmHWM"), before)
         return
     started = _utc_now()
-    runners = {name: Runner(base, name, batch) for name in METHODS}
+    chosen = [name for name in METHODS if args.methods is None or name == "FT" or name in args.methods]
+    runners = {name: Runner(base, name, batch) for name in chosen}
     for runner in runners.values():
         runner.step()  # warm-up: allocator, lazy initialisation
-    times: dict[str, list[float]] = {name: [] for name in METHODS}
+    times: dict[str, list[float]] = {name: [] for name in chosen}
     for _ in range(args.rounds):
         for name, runner in runners.items():
             times[name] += [runner.step() for _ in range(args.steps)]
     base_time = statistics.median(times["FT"])
     rows = {}
-    for name in METHODS:
+    for name in chosen:
         median = statistics.median(times[name])
         round_ratios = paired_round_ratios(times[name], times["FT"], args.steps)
         low, high = median_interval(round_ratios)
@@ -160,7 +190,7 @@ def main() -> None:
                       "round_ratios": round_ratios, "ratio_ci95": [low, high],
                       "verdict": target_verdict(low, high, TARGETS.get(name)), "step_seconds": times[name]}
     if not args.no_memory:
-        for name in METHODS:
+        for name in chosen:
             rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)
     machine = (f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
                f"run {started}-{_utc_now()} UTC")
@@ -168,8 +198,9 @@ def main() -> None:
     record = {"command": command, "machine": machine, "host_note": args.host_note,
               "batch": [args.batch_size, args.max_length],
               "model": "all-minilm-l6-v2", "methods": rows}
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "finetuning-stability-cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "finetuning-stability-cost.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = ["# Fine-tuning regularisers: cost per step", "",
              f"Command: `{command}`  ", f"Machine: {machine}; {args.host_note}; all-MiniLM-L6-v2, batch {args.batch_size} x "
              f"{args.max_length} tokens, AdamW, one full step (forward, penalty, backward, clip, update); "
@@ -188,8 +219,29 @@ def main() -> None:
         lines.append(f"| {name} | {row['median_step_seconds']:.3f} | {row['ratio_to_FT']:.2f} | "
                      f"{statistics.median(row['round_ratios']):.2f} [{low:.2f}, {high:.2f}] | {target} | "
                      f"{row['verdict']} | {memory} |")
-    (OUT / "finetuning-stability-cost.md").write_text("\n".join(lines) + "\n")
+    (out / "README.md").write_text("\n".join(lines) + "\n")  # the folder's page is the table
+    write_summary(out, record)
     print("\n".join(lines))
+
+
+VERDICTS = {"met": "reproduced", "missed": "not reproduced", "at limit": "partly"}
+
+
+def write_summary(folder: Path, record: dict) -> None:
+    """``folder/summary.json``: one claim per method with a cost target."""
+    claims = []
+    for name, row in record["methods"].items():
+        if row.get("target") is None:
+            continue
+        low, high = row["ratio_ci95"]
+        claims.append({"claim": f"{name} costs <= {row['target']}x a plain fine-tuning step (issue target)",
+                       "reading": f"{row['ratio_to_FT']:.2f}x (per-round median "
+                                  f"{statistics.median(row['round_ratios']):.2f}, 95% interval [{low:.2f}, {high:.2f}])",
+                       "verdict": VERDICTS.get(row["verdict"], row["verdict"]), "p": None})
+    summary = {"name": "finetune-cost", "title": "Fine-tuning step cost of LNSR and the stability baselines",
+               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md", "claims": claims,
+               "seeds": None, "machine": {"description": record["machine"]}, "command": record["command"]}
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":

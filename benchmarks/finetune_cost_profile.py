@@ -11,7 +11,8 @@ in interleaved rounds, one step each per round.
 
     python benchmarks/finetune_cost_profile.py --rounds 3 --threads 1
 
-writes ``docs/results/finetuning-stability-profile.{json,md}``.
+writes ``docs/results/finetune-cost-profile/finetuning-stability-profile.json``, the markdown table as that
+folder's ``README.md``, and rebuilds its ``summary.json`` (``--out-dir``: another folder).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from embreg.models import EncoderClassifier  # noqa: E402
 
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 DROPOUT_RNG = {"aten::bernoulli_", "aten::bernoulli", "aten::native_dropout"}
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetune-cost-profile"
 
 
 def profile_step(runner: Runner) -> dict[str, float]:
@@ -63,12 +64,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--methods", default="FT,R3F,LNSR (b=1),LNSR,SMART")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--out-dir", type=Path, default=OUT, help="output folder (default: %(default)s)")
     args = parser.parse_args()
     methods = args.methods.split(",")
+    if "FT" not in methods:
+        methods.insert(0, "FT")  # every ratio is to plain fine-tuning
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base, tokenizer = EncoderClassifier.from_pretrained("all-minilm-l6-v2", 2)
-    batch = _batch(32, 64, tokenizer)
+    batch = _batch(args.batch_size, args.max_length, tokenizer)
     runners = {name: Runner(base, name, batch) for name in methods}
     for runner in runners.values():
         runner.step()  # warm-up
@@ -90,10 +96,11 @@ def main() -> None:
     command = "python benchmarks/finetune_cost_profile.py " + " ".join(f"'{a}'" if " " in a else a
                                                                         for a in sys.argv[1:])
     record = {"command": command, "machine": machine, "rounds": args.rounds, "methods": rows, "samples": samples}
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "finetuning-stability-profile.json").write_text(json.dumps(record, indent=2) + "\n")
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "finetuning-stability-profile.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = ["# Fine-tuning regularisers: where the step time goes", "",
-             f"Command: `{command}`  ", f"Machine: {machine}; all-MiniLM-L6-v2, batch 32 x 64 tokens, AdamW, one "
+             f"Command: `{command}`  ", f"Machine: {machine}; all-MiniLM-L6-v2, batch {args.batch_size} x {args.max_length} tokens, AdamW, one "
              f"full step; median over {args.rounds} interleaved profiled steps per method (torch.profiler self CPU "
              "time).", "",
              "| method | step (s, profiled) | ratio to FT | matmul (s) | matmul share | dropout masks (s) | "
@@ -107,7 +114,12 @@ def main() -> None:
     lines += ["", "The lower bound counts only the extra matrix products a method's definition requires (its extra "
               "forward and backward through layers b..L); every other part of the step would have to cost nothing "
               "to reach it.", ""]
-    (OUT / "finetuning-stability-profile.md").write_text("\n".join(lines))
+    (out / "README.md").write_text("\n".join(lines))  # the folder's page is the table
+    summary = {"name": "finetune-cost-profile", "title": "Profile of the LNSR / R3F / SMART fine-tuning step",
+               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md",
+               "claims": [],  # an explanation of finetune-cost's ratios; the cost targets are claimed there
+               "seeds": None, "machine": {"description": machine}, "command": command}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print("\n".join(lines))
 
 

@@ -32,7 +32,9 @@ are the steadier ones). Memory: bytes of parameters, buffers (the MD index map) 
 Adam step, measured on a table of ``--memory-rows`` rows (SYNTHETIC Zipf counts).
 
 Example:
-    python benchmarks/md_speed.py --rows 100000 1000000 --memory-rows 10000000 --out docs/results/mixed-dimension-speed
+    python benchmarks/md_speed.py --rows 100000 1000000 --memory-rows 10000000 --out docs/results/md-speed/sum-run1-memory
+
+The page docs/results/md-speed/README.md (with summary.json, kind "benchmark") reads the files there.
 """
 
 from __future__ import annotations

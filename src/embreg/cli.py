@@ -62,7 +62,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from embreg.recipes import load_recipe
 
     recipe = load_recipe(args.recipe, args.set)
-    print(yaml.safe_dump(to_dict(recipe), sort_keys=False, width=120), end="")
+    data = {key: value for key, value in to_dict(recipe).items() if value not in ({}, [], None, "")}
+    print(f"# embreg show {args.recipe}: every default filled in; empty sections left out")
+    print(yaml.safe_dump(data, sort_keys=False, width=120), end="")
     return 0
 
 

@@ -103,7 +103,7 @@ class Entry:
         for f in dataclasses.fields(self.config):
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-            fields[f.name] = default
+            fields[f.name] = _plain(default)
         return {"slot": self.slot, "name": self.name, "summary": self.summary, "reference": self.reference,
                 "requires": list(self.requires), "provides": list(self.provides), "arguments": fields}
 
@@ -130,10 +130,11 @@ class Registry:
         def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._entries[slot]:
                 raise ValueError(f"{slot} {name!r} is registered twice")
-            try:
-                config()
-            except TypeError as exc:
-                raise ValueError(f"{slot} {name!r}: every field of {config.__name__} needs a default") from exc
+            required = [f.name for f in dataclasses.fields(config)
+                        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+            if required:
+                raise ValueError(f"{slot} {name!r}: every field of {config.__name__} needs a default; {required} "
+                                 "have none")
             self._entries[slot][name] = Entry(slot, name, config, build, summary, reference, tuple(requires),
                                               tuple(provides), dict(extra))
             return build
@@ -185,6 +186,15 @@ def load_builtins() -> None:
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
             if not info.name.rsplit(".", 1)[-1].startswith("_"):
                 importlib.import_module(info.name)
+
+
+def _plain(value: Any) -> Any:
+    """A default value as JSON-ready data (nested config dataclasses become dicts)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def missing_capabilities(requires: Iterable[str], provides: Iterable[str]) -> list[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tests.helpers.data_helpers import write_tiny_atomic
 
-from _data_helpers import write_tiny_atomic
 from embreg.data import CTRData, load_ml100k, synthetic_ctr
 from embreg.data.adult import ADULT_CATEGORICAL, ADULT_DENSE, adult_ctr
 from embreg.data.movielens_ctr import ml100k_ctr

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.helpers.data_helpers import write_tiny_atomic
 
-from _data_helpers import write_tiny_atomic
 from embreg.data import (
     MovieLens100k,
     cooccurrence_edges,

@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tests.helpers.data_helpers import TINY_ATOMIC, make_zip, sha, write_tiny_atomic
 
-from _data_helpers import TINY_ATOMIC, make_zip, sha, write_tiny_atomic
-from embreg.data import fetch, graph_summary, item_graph_from_genres, item_graph_from_kg, load_ml100k
-from embreg.data import sources
+from embreg.data import fetch, graph_summary, item_graph_from_genres, item_graph_from_kg, load_ml100k, sources
 from embreg.data.grouplens import convert_grouplens_ml100k
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.sources import UrlArchiveSource

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.helpers.data_helpers import TOY_FILES, FakeSource, leftovers, sha, toy_registry, toy_spec
 
-from _data_helpers import TOY_FILES, FakeSource, leftovers, sha, toy_registry, toy_spec
 from embreg.data import dataset_dir, embreg_home, list_datasets
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.errors import DataError

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers.data_helpers import TOY_FILES, leftovers, make_zip, sha, toy_registry
 
-from _data_helpers import TOY_FILES, leftovers, make_zip, sha, toy_registry
 from embreg.data import sources
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.sources import PyPIWheelSource, UrlArchiveSource, download_url, pip_download

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from _native_backends import select_backend
+from tests.helpers.native_backends import select_backend
 
 
 @pytest.fixture(params=["cpp", "torch"])

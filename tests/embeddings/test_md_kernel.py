@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _md_kernel_cases import small_layer as _layer
-from _md_kernel_cases import values_and_grads as _value_and_grads
-from _native_backends import require_kernel
+from tests.helpers.md_kernel_cases import small_layer as _layer
+from tests.helpers.md_kernel_cases import values_and_grads as _value_and_grads
+from tests.helpers.native_backends import require_kernel
 
-from embreg.embeddings import MixedDimensionEmbedding
-from embreg.embeddings import _kernel, flat
+from embreg.embeddings import MixedDimensionEmbedding, _kernel, flat
 from embreg.errors import EmbregError
 
 

@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from _md_kernel_cases import small_layer, values_and_grads
+from tests.helpers.md_kernel_cases import small_layer, values_and_grads
 
 from embreg._native import NativeKernel
 from embreg.embeddings import _kernel

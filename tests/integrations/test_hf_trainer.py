@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier, tiny_hf_classifier  # noqa: F401 (one_thread: autouse)
 from transformers import TrainingArguments
 
 from embreg.integrations.hf_trainer import RegularizedTrainer, regularized_loss
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout, MixoutLinear
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "regularizers"))
-from _finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier, one_thread  # noqa: F401, E402 (one_thread: autouse)
 
 REGULARIZERS = {
     "lnsr": lambda: LNSR(sigma=0.5),

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 from transformers import BertConfig, BertModel
 
 from embreg.errors import ConfigError
 from embreg.models import EncoderClassifier
 from embreg.models.encoder_classifier import trim_padding
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "regularizers"))
-from _finetune_tiny import tiny_batch, tiny_classifier, one_thread  # noqa: F401, E402 (one_thread: autouse)
 
 
 def test_outputs_hidden_states_and_losses() -> None:

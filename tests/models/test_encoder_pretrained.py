@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import one_thread  # noqa: F401 (one_thread: autouse)
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from embreg.data import sources
@@ -17,9 +17,6 @@ from embreg.data.sources import Source
 from embreg.errors import DataError
 from embreg.models import EncoderClassifier, encode_texts, list_pretrained, load_pretrained
 from embreg.models import pretrained as registry
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "regularizers"))
-from _finetune_tiny import one_thread  # noqa: F401, E402 (one_thread: autouse)
 
 
 def _sha(data: bytes) -> str:

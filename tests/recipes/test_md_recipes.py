@@ -1,4 +1,4 @@
-"""Mixed-dimension, NCF and CTR recipes: schema checks, builders, and unchanged uniform MF/BPR builds."""
+"""Mixed-dimension, NCF and CTR recipes: grammar checks, builds through build_run, unchanged uniform MF builds."""
 
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from embreg.embeddings import MixedDimensionEmbedding
 from embreg.errors import ConfigError
 from embreg.models import NCF, BiasedMF
 from embreg.recipes import list_recipes, load_recipe
-from embreg.recipes.builders import build_model, prepare_data
+from embreg.recipes.run import build_run
 from embreg.train.seeding import seed_everything
 
 MD_RECIPES = ["md-mf", "md-ncf", "ncf", "ctr-adult", "md-ctr-adult", "ctr-ml100k", "md-ctr-ml100k", "ctr-synthetic"]
@@ -37,46 +37,52 @@ def test_new_recipes_ship_and_load_with_search_spaces():
         assert name in shipped and shipped[name], name
         cfg = load_recipe(name)
         assert cfg.name == name and cfg.search
-    assert load_recipe("md-mf").embedding.kind == "md" and load_recipe("ctr-adult").monitor == ("val_logloss", "min")
+    assert load_recipe("md-mf").embeddings.name == "md" and load_recipe("ctr-adult").embeddings.name == "uniform"
+    assert load_recipe("ctr-adult").monitor == ("val_logloss", "min")
     assert "SYNTHETIC" in shipped["ctr-synthetic"]
 
 
 @pytest.mark.parametrize("override, match", [
-    ("embedding.alpha=1.5", r"alpha=1.5 is outside the valid range \[0, 1\]"),
-    ("embedding.budget=-10", "budget=-10"),
-    ("embedding.num_blocks=0", "num_blocks=0"),
-    ("embedding.kinds=md", "did you mean 'embedding.kind'"),
-    ("model.name=dlrm", "task 'rating' needs model.name 'mf' or 'ncf'"),
+    ("embeddings.alpha=1.5", r"alpha=1.5 is outside the valid range \[0, 1\]"),
+    ("embeddings.budget=-10", "budget=-10"),
+    ("embeddings.num_blocks=0", "num_blocks=0"),
+    ("embedding.name=md", "did you mean 'embeddings'"),
+    ("embeddings.kind=md", "unknown config key 'embeddings.kind'"),
+    ("model={name: dlrm}", "model 'dlrm' does not serve task 'rating'; models for it: mf, ncf"),
 ])
 def test_bad_embedding_settings_are_config_errors(override, match):
     with pytest.raises(ConfigError, match=match):
         load_recipe("md-mf", [override])
 
 
-def test_md_is_refused_for_bpr_and_ctr_needs_dlrm():
-    with pytest.raises(ConfigError, match="not 'bpr'"):
-        load_recipe("bpr", ["embedding.kind=md"])
-    with pytest.raises(ConfigError, match="task 'ctr' needs model.name 'dlrm'"):
-        load_recipe("ctr-adult", ["model.name=mf"])
+def test_ctr_needs_dlrm():
+    with pytest.raises(ConfigError, match="model 'mf' does not serve task 'ctr'; models for it: dlrm"):
+        load_recipe("ctr-adult", ["model={name: mf}"])
+
+
+def test_md_is_refused_for_bpr():
+    with pytest.raises(ConfigError, match="bpr"):
+        load_recipe("bpr", ["embeddings={name: md}"])
 
 
 def test_uniform_mf_build_is_unchanged(tmp_path):
     cfg = _file_recipe("mf", tmp_path, "model.dim=8")
-    data = prepare_data(cfg)
-    seed_everything(0)
-    model = build_model(cfg, data)
+    built = build_run(cfg)
+    data = built.prepared
     seed_everything(0)
     reference = BiasedMF.build(data.ratings.num_users, data.ratings.num_items, 8, init_std=cfg.model.init_std,
                                global_mean=float(data.part("train").ratings.mean()), l2=cfg.model.l2)
-    assert type(model.user_embedding) is nn.Embedding
+    model = built.model
+    assert type(model.user_embedding) is nn.Embedding and isinstance(model, BiasedMF)
+    assert list(model.state_dict()) == list(reference.state_dict())
     for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
         assert torch.equal(a, b), name
 
 
 def test_md_mf_from_budget_meets_it_and_blocks_by_training_frequency(tmp_path):
-    cfg = _file_recipe("md-mf", tmp_path, "embedding.budget=1000", "embedding.num_blocks=4", "embedding.alpha=0.4")
-    data = prepare_data(cfg)
-    model = build_model(cfg, data)
+    cfg = _file_recipe("md-mf", tmp_path, "embeddings.budget=1000", "embeddings.num_blocks=4", "embeddings.alpha=0.4")
+    built = build_run(cfg)
+    data, model = built.prepared, built.model
     users, items = model.user_embedding, model.item_embedding
     assert isinstance(users, MixedDimensionEmbedding) and isinstance(items, MixedDimensionEmbedding)
     rows = sum(n * d for t in (users, items) for n, d in zip(t.block_rows, t.block_dims))
@@ -88,40 +94,40 @@ def test_md_mf_from_budget_meets_it_and_blocks_by_training_frequency(tmp_path):
 
 
 def test_md_mf_from_base_dim_and_alpha_zero_is_uniform(tmp_path):
-    cfg = _file_recipe("md-mf", tmp_path, "model.dim=16", "embedding.alpha=0.0", "embedding.num_blocks=3")
-    model = build_model(cfg, prepare_data(cfg))
+    cfg = _file_recipe("md-mf", tmp_path, "model.dim=16", "embeddings.alpha=0.0", "embeddings.num_blocks=3")
+    model = build_run(cfg).model
     assert model.item_embedding.block_dims == (16, 16, 16)
     assert all(block.projection is None for block in model.item_embedding.blocks)
 
 
 def test_ncf_recipe_builds_ncf_and_refuses_l2(tmp_path):
-    cfg = _file_recipe("md-ncf", tmp_path, "embedding.num_blocks=2")
-    assert isinstance(build_model(cfg, prepare_data(cfg)), NCF)
-    cfg = _file_recipe("ncf", tmp_path, "model.l2=0.1")
-    with pytest.raises(ConfigError, match="model.l2=0.1 is not used by 'ncf'"):
-        build_model(cfg, prepare_data(cfg))
+    cfg = _file_recipe("md-ncf", tmp_path, "embeddings.num_blocks=2")
+    model = build_run(cfg).model
+    assert isinstance(model, NCF) and isinstance(model.item_embedding, MixedDimensionEmbedding)
+    with pytest.raises(ConfigError, match="unknown config key 'model.l2'"):
+        _file_recipe("ncf", tmp_path, "model.l2=0.1")
 
 
 def test_md_budget_below_one_dim_per_row_is_a_config_error(tmp_path):
-    cfg = _file_recipe("md-mf", tmp_path, "embedding.budget=10", "embedding.num_blocks=2")
-    with pytest.raises(ConfigError, match=r"budget=10 is outside the valid range"):
-        build_model(cfg, prepare_data(cfg))
+    cfg = _file_recipe("md-mf", tmp_path, "embeddings.budget=10", "embeddings.num_blocks=2")
+    with pytest.raises(ConfigError, match=r"budget=10(\.0)? is outside the valid range"):
+        build_run(cfg)
 
 
 def test_md_tables_compose_with_sse_in_a_recipe(tmp_path):
-    cfg = _file_recipe("md-mf", tmp_path, "embedding.num_blocks=2", "sse.kind=se", "sse.p_item=0.5")
-    data = prepare_data(cfg)
-    model = build_model(cfg, data)
+    cfg = _file_recipe("md-mf", tmp_path, "embeddings.num_blocks=2", "index_transforms.item={name: sse-se, p: 0.5}")
+    model = build_run(cfg).model
     batch = {"user": torch.tensor([0, 1]), "item": torch.tensor([0, 1]), "rating": torch.tensor([3.0, 4.0])}
     model.loss(batch, model(batch)).backward()
     assert isinstance(model.item_embedding, MixedDimensionEmbedding) and model.item_transform.p == 0.5
+    assert isinstance(model.user_transform, nn.Identity)
 
 
-@pytest.mark.parametrize("recipe, extra", [("mf", ()), ("md-mf", ("embedding.num_blocks=2",)),
-                                           ("md-ncf", ("embedding.num_blocks=2",))])
+@pytest.mark.parametrize("recipe, extra", [("mf", ()), ("md-mf", ("embeddings.num_blocks=2",)),
+                                           ("md-ncf", ("embeddings.num_blocks=2",))])
 def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_path, recipe, extra):
     cfg = _file_recipe(recipe, tmp_path, "model.init=xavier_uniform", *extra)
-    model = build_model(cfg, prepare_data(cfg))
+    model = build_run(cfg).model
     for table in (model.user_embedding, model.item_embedding):
         blocks = table.blocks if isinstance(table, MixedDimensionEmbedding) else []
         rows = [b.weight for b in blocks] or [table.weight]
@@ -139,8 +145,12 @@ def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors():
 
 @pytest.mark.parametrize("kind", ["md", "uniform"])
 def test_ctr_tables_take_model_init(kind):
-    cfg = load_recipe("ctr-synthetic", ["model.init=xavier_uniform", "data.max_rows=2000", f"embedding.kind={kind}"])
-    for table in build_model(cfg, prepare_data(cfg)).embeddings:
+    cfg = load_recipe("ctr-synthetic", ["model.init=xavier_uniform", "data.max_rows=2000",
+                                        f"embeddings={{name: {kind}}}"])
+    tables = build_run(cfg).model.embeddings
+    assert len(tables) > 0
+    for table in tables:
+        assert isinstance(table, MixedDimensionEmbedding) == (kind == "md")
         weights = [b.weight for b in table.blocks] if kind == "md" else [table.weight]
         for weight in weights:
             assert weight.abs().max() <= (6.0 / (table.num_embeddings + weight.shape[1])) ** 0.5

@@ -2,16 +2,13 @@
 
 import pytest
 import torch
+from tests.helpers import dropout_tiny as _tiny
 
 from embreg.models import LSTMLanguageModel
 from embreg.nn import DropoutSite
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.dropout import ImplicitDropoutNoise, r_approx, r_tilde_approx, xi_approx_surrogate
 from embreg.regularizers.dropout.functional import _categorical, mask_gradients, summed_cross_entropy
-import _dropout_tiny as _tiny
-
-
-
 
 LAM = {"h1": 0.7, "h2": 1.3}
 

@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from tests.helpers import dropout_tiny as _tiny
 from torch.autograd.functional import jacobian
 
 from embreg.nn import DropoutSite
 from embreg.regularizers.dropout import r_approx, r_approx_identity, r_tilde_approx, xi_approx_surrogate
-import _dropout_tiny as _tiny
 
 
 def _exact_r(p, x, lam, weight=None):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import tiny_classifier, tiny_hf_classifier
 from torch import nn
 
-from _finetune_tiny import tiny_classifier, tiny_hf_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import L2SP, StepContext
 

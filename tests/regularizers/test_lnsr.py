@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier
 from torch import nn
 
-from _finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import LNSR, StepContext
 from embreg.regularizers.lnsr import noise_stability_terms

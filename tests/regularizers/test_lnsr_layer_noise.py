@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 from torch import nn
 
-from _finetune_tiny import tiny_batch, tiny_classifier
 from embreg.errors import ConfigError
 from embreg.regularizers import LayerNoise
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier
 from torch import nn
 
-from _finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier
 from embreg.errors import ConfigError
 from embreg.models import ModelOutput
 from embreg.models.hidden_states import hidden_states_dict

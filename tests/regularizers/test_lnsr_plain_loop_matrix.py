@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
-from _finetune_tiny import tiny_batch, tiny_classifier
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout
 from embreg.train.batches import TensorBatches
 from embreg.train.text_evaluation import TextEvaluator

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from tests.helpers.native_backends import select_backend
+from tests.helpers.sse_helpers import FULL_HUB_EDGES, HUB_AND_ISOLATED_EDGES
 
-from _native_backends import select_backend
-from _sse_helpers import FULL_HUB_EDGES, HUB_AND_ISOLATED_EDGES
 from embreg.sse import NeighbourGraph
 
 

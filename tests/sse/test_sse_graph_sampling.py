@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
-from _sse_helpers import empirical_transitions, row_total_variation, se_matrix
 from embreg.sse import NeighbourGraph, SSEGraph
 from embreg.sse import functional as F
 

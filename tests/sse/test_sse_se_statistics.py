@@ -6,8 +6,8 @@ import math
 
 import torch
 from scipy import stats
+from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
-from _sse_helpers import empirical_transitions, row_total_variation, se_matrix
 from embreg.sse import SSE
 from embreg.sse import functional as F
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _native_backends import require_kernel
+from tests.helpers.native_backends import require_kernel
 
 import embreg.sse.functional as F
 from embreg.errors import EmbregError
-from embreg.sse import NeighbourGraph, SSE
-from embreg.sse import _kernel
+from embreg.sse import SSE, NeighbourGraph, _kernel
 
 
 @pytest.fixture

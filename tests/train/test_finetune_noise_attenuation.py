@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers.finetune_tiny import LinearStackModel, one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "regularizers"))
-from _finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier, one_thread  # noqa: F401, E402
 
 
 def test_curves_start_at_the_ratio_and_follow_linear_layers_exactly() -> None:

@@ -23,6 +23,7 @@ from embreg.data import catalog as _catalog  # noqa: F401  (registers the built-
 from embreg.data.adult import load_adult
 from embreg.data.cache import embreg_home
 from embreg.data.ctr import CTRData
+from embreg.data.ctr_file import load_ctr_file
 from embreg.data.graphs import (
     DEFAULT_KG_RELATIONS,
     GraphSummary,
@@ -68,6 +69,7 @@ __all__ = [
     "load_reviews",
     "CTRData",
     "load_adult",
+    "load_ctr_file",
     "load_ml100k_ctr",
     "synthetic_ctr",
     "DEFAULT_KG_RELATIONS",

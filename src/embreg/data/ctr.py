@@ -104,8 +104,13 @@ class CTRData:
         Padding ids of bag fields count 0 (they are never looked up).
         """
         out = [np.bincount(self.categorical[:, j], minlength=c) for j, c in enumerate(self.cardinalities)]
+        if not self.bag_cardinalities:
+            return out
+        bags = self.bags
+        if bags is None:
+            raise DataError(f"{len(self.bag_cardinalities)} bag cardinalities but no bags to count")
         for g, c in enumerate(self.bag_cardinalities):
-            counts = np.bincount(self.bags[:, g].reshape(-1), minlength=c)
+            counts = np.bincount(bags[:, g].reshape(-1), minlength=c)
             counts[self.bag_padding(g)] = 0
             out.append(counts)
         return out

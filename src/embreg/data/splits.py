@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,9 @@ def save_split(split: dict[str, np.ndarray], path: str | Path) -> Path:
     if missing:
         raise DataError(f"split lacks parts {missing}; expected keys {list(SPLIT_NAMES)}")
     path = Path(path)
-    np.savez_compressed(path, **{name: np.asarray(split[name], np.int64) for name in SPLIT_NAMES})
+    # Any: numpy's stub types **kwds against its keyword allow_pickle (bool) too, which no split name is
+    arrays: dict[str, Any] = {name: np.asarray(split[name], np.int64) for name in SPLIT_NAMES}
+    np.savez_compressed(path, **arrays)
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 

@@ -125,8 +125,7 @@ def read_text_table(path: Path, wanted: Sequence[tuple[str, str]], sep: str, *, 
         raise DataError(f"sep={sep!r} must be a single character")
     try:
         with _open_text(path) as handle:
-            quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
-            reader = csv.reader(handle, delimiter=sep, quoting=quoting)
+            reader = csv.reader(handle, delimiter=sep, quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
             header = _first_record(reader)
             if header is None:
                 raise DataError(f"{path} is empty")

@@ -19,6 +19,7 @@ from torch.autograd.function import once_differentiable
 
 from embreg.embeddings._kernel import fused_lookup
 from embreg.embeddings.functional import _lookup_backward, _lookup_forward
+from embreg.errors import EmbregError
 
 __all__ = ["flat_mixed_dimension_lookup", "split_flat"]
 
@@ -120,7 +121,7 @@ class _FlatMixedDimensionLookup(torch.autograd.Function):
 
 
 def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | None, block_rows: Sequence[int],
-               block_dims: Sequence[int], base_dim: int) -> tuple[list, list]:
+               block_dims: Sequence[int], base_dim: int) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
     """Views of flat parameters as k tables ``E_i`` (n_i, d_i) and k projections ``P_i`` (d_i, D) or None.
 
     ``flat_rows`` holds ``E_0, E_1, ...`` row-major one after the other; ``flat_projections`` the ``P_i`` of the
@@ -131,7 +132,8 @@ def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | 
         >>> [tuple(w.shape) for w in weights], [tuple(p.shape) for p in projections]
         ([(2, 2), (3, 2)], [(2, 4), (2, 4)])
     """
-    weights, projections = [], []
+    weights: list[torch.Tensor] = []
+    projections: list[torch.Tensor | None] = []
     row, projection = 0, 0
     for n, d in zip(block_rows, block_dims):
         if flat_rows is not None:
@@ -139,6 +141,9 @@ def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | 
         row += n * d
         if d == base_dim:
             projections.append(None)
+        elif flat_projections is None:
+            raise EmbregError(f"block dims {list(block_dims)} need projections to base_dim={base_dim}; "
+                             "flat_projections is None")
         else:
             projections.append(flat_projections[projection:projection + d * base_dim].view(d, base_dim))
             projection += d * base_dim

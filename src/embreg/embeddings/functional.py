@@ -41,7 +41,8 @@ class _Routing:
     """What the tensor-op lookup's backward needs from its forward: per block, the distinct rows' local indices
     and gathered rows (None for identity blocks or a block no id fell in), and each id's distinct row."""
 
-    def __init__(self, bounds: list[int], locals_: list, rows: list, inverse: torch.Tensor, num_distinct: int):
+    def __init__(self, bounds: list[int], locals_: list[torch.Tensor | None], rows: list[torch.Tensor | None],
+                 inverse: torch.Tensor, num_distinct: int):
         self.bounds, self.locals, self.rows = bounds, locals_, rows
         self.inverse, self.num_distinct = inverse, num_distinct
 
@@ -57,7 +58,8 @@ def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence
     # local row of every distinct position, in three ops for all blocks (not one subtraction per block)
     local_all = distinct - offsets.index_select(0, torch.searchsorted(offsets, distinct, right=True) - 1)
     out_distinct = weights[0].new_empty(distinct.numel(), _output_dim(weights, projections))
-    locals_, rows = [], []
+    locals_: list[torch.Tensor | None] = []
+    rows: list[torch.Tensor | None] = []
     for i, (weight, projection) in enumerate(zip(weights, projections)):
         start, stop = bounds[i], bounds[i + 1]
         if stop == start:
@@ -77,7 +79,8 @@ def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence
 
 
 def _lookup_backward(routing: _Routing, grad_out: torch.Tensor, projections: Sequence[torch.Tensor | None],
-                     needs_weights: bool, needs_projections: bool) -> list[tuple | None]:
+                     needs_weights: bool, needs_projections: bool
+                     ) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None]:
     """Per block, ``(local, grad of the distinct rows (U_i, d_i) or None, grad P_i (d_i, D) or None)``, or None
     for a block no id fell in: the output gradient is summed per distinct row once (one ``index_add``), then
     ``grad P_i = E_i[u]^T g_u`` and ``grad E_i[u] = g_u P_i^T``."""
@@ -85,18 +88,23 @@ def _lookup_backward(routing: _Routing, grad_out: torch.Tensor, projections: Seq
     grad_out = grad_out.contiguous()
     grad_distinct = grad_out.new_zeros(routing.num_distinct, grad_out.shape[1]).index_add_(0, routing.inverse,
                                                                                            grad_out)
-    out = []
+    out: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None] = []
     for i, local in enumerate(routing.locals):
         if local is None:
             out.append(None)
             continue
         grad = grad_distinct[routing.bounds[i]:routing.bounds[i + 1]]
+        grad_weight: torch.Tensor | None = grad
         grad_projection = None
-        if projections[i] is not None:
+        projection = projections[i]
+        if projection is not None:
             if needs_projections:
-                grad_projection = routing.rows[i].t().mm(grad)
-            grad = grad.mm(projections[i].t()) if needs_weights else None
-        out.append((local, grad if needs_weights else None, grad_projection))
+                block_rows = routing.rows[i]
+                if block_rows is None:  # the forward gathers the rows of every projected block it routes ids to
+                    raise RuntimeError(f"block {i} has a projection but its forward kept no gathered rows")
+                grad_projection = block_rows.t().mm(grad)
+            grad_weight = grad.mm(projection.t()) if needs_weights else None
+        out.append((local, grad_weight if needs_weights else None, grad_projection))
     return out
 
 

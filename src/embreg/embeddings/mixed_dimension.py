@@ -55,9 +55,10 @@ class EmbeddingBlock:
     @property
     def projection_grad(self) -> torch.Tensor | None:
         """The (d_i, D) gradient of ``P_i`` (None for an identity block or before a backward)."""
-        if self.projection is None:
+        flat_projections = self.layer.flat_projections
+        if self.projection is None or flat_projections is None:  # (a projection is a view of flat_projections)
             return None
-        grad = self.layer.flat_projections.grad
+        grad = flat_projections.grad
         if grad is None:
             return None
         return split_flat(None, grad, *self.layer.layout)[1][self.index]
@@ -111,6 +112,12 @@ class MixedDimensionEmbedding(nn.Module):
         >>> tuple(emb.flat_rows.shape), tuple(emb.flat_projections.shape)
         ((520,), (64,))
     """
+
+    # registered in __init__ (parameters and buffers), declared here for type checkers
+    flat_rows: nn.Parameter
+    flat_projections: nn.Parameter | None
+    offsets: torch.Tensor
+    index_map: torch.Tensor | None
 
     def __init__(
         self,
@@ -234,10 +241,10 @@ class MixedDimensionEmbedding(nn.Module):
                 raise
             if out is not None:
                 return out
-        projections = self.flat_projections
-        if projections is None:
-            projections = self.flat_rows.new_empty(0)
-        return flat_mixed_dimension_lookup(self.positions(ids), self.flat_rows, projections, self.block_rows,
+        flat_projections: torch.Tensor | None = self.flat_projections
+        if flat_projections is None:
+            flat_projections = self.flat_rows.new_empty(0)
+        return flat_mixed_dimension_lookup(self.positions(ids), self.flat_rows, flat_projections, self.block_rows,
                                            self.block_dims, self.offsets, self.embedding_dim, sparse=self.sparse)
 
     @torch.no_grad()
@@ -261,7 +268,8 @@ def _upgrade_per_block_state(state_dict: dict, prefix: str, layout: tuple) -> No
     before the flat storage) by ``flat_rows`` / ``flat_projections``, in place; a shape that does not fit the
     layer raises, naming the key."""
     block_rows, block_dims, base_dim = layout
-    rows, projections = [], []
+    rows: list[torch.Tensor] = []
+    projections: list[torch.Tensor] = []
     for i, (n, d) in enumerate(zip(block_rows, block_dims)):
         expected = {"weight": (n, d), "projection": (d, base_dim) if d != base_dim else None}
         for name, shape in expected.items():

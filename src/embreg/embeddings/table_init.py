@@ -81,15 +81,16 @@ def init_embedding_(table: nn.Module, scheme: EmbeddingInit, *, std: float = 0.1
     if std <= 0:
         raise ValueError(f"init std={std} must be > 0")
     layer = _md_layer(table)
-    if layer is None and scheme == "xavier_uniform":
-        nn.init.xavier_uniform_(table.weight)
-    elif layer is None:
-        nn.init.normal_(table.weight, std=std)
-    elif scheme == "xavier_uniform":
+    if layer is not None and scheme == "xavier_uniform":
         _xavier_md_(layer)
-    else:
+    elif layer is not None:
         layer.init_std = float(std)
         layer.reset_parameters()
+    elif isinstance(table, (nn.Embedding, nn.EmbeddingBag)):  # always, when _md_layer found no layer
+        if scheme == "xavier_uniform":
+            nn.init.xavier_uniform_(table.weight)
+        else:
+            nn.init.normal_(table.weight, std=std)
     if isinstance(table, nn.Embedding) and table.padding_idx is not None:
         table.weight[table.padding_idx].zero_()
     return table

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from embreg.embeddings.builder import MixedDimensionPlan, md_embedding_tables, md_feature_embeddings
-from embreg.embeddings.table_init import init_embedding_
+from embreg.embeddings.table_init import EmbeddingInit, init_embedding_
 from embreg.errors import ConfigError
 from embreg.registry import register
 
@@ -50,7 +50,7 @@ class TableRequest:
 
     frequencies: Sequence[np.ndarray]
     dim: int
-    init: str = "normal"
+    init: EmbeddingInit = "normal"
     init_std: float = 0.1
     layout: Literal["blocks", "fields"] = "blocks"
     bag_fields: Mapping[int, int | None] = field(default_factory=dict)
@@ -124,6 +124,7 @@ def build_md(config: MixedDimensionTablesConfig, request: TableRequest
     """Mixed-dimension tables sized jointly over every table of the request."""
     counts = [torch.as_tensor(np.asarray(f)) for f in request.frequencies]
     base_dim = request.dim if config.budget is None else config.max_dim
+    layers: Iterable[nn.Module]
     try:
         if request.layout == "fields":
             layers, plan = md_feature_embeddings(

@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -35,6 +35,9 @@ from transformers import PreTrainedModel, Trainer
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
 from embreg.regularizers.base import StepContext
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import LossModel
 
 __all__ = ["RegularizedTrainer", "regularized_loss", "is_embreg_model"]
 
@@ -75,7 +78,7 @@ def regularized_loss(model: nn.Module, inputs: dict[str, Any], regularizers: Seq
     wants_states = model.training and any(hasattr(r, "penalty") for r in regularizers)
     if is_embreg_model(model):
         outputs = model(inputs)
-        loss = model.loss(inputs, outputs)
+        loss = cast("LossModel", model).loss(inputs, outputs)
     else:
         outputs = model(**inputs, output_hidden_states=True) if wants_states else model(**inputs)
         loss = outputs.loss

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +41,10 @@ class InteractionLayer(nn.Module):
     Shapes:
         ``(B, V, D) -> (B, w_1)`` (``w_1`` the first top width; without a block ``(B, [D +] V(V-1)/2)``).
     """
+
+    # buffers registered in __init__, declared here for type checkers
+    pair_rows: torch.Tensor
+    pair_cols: torch.Tensor
 
     def __init__(self, num_vectors: int, *, dense: bool, block: nn.Module | None) -> None:
         super().__init__()
@@ -117,9 +121,10 @@ class DLRM(nn.Module):
             raise ValueError(f"num_dense={num_dense} must be >= 0")
         first = (list(embeddings) + list(bag_embeddings))[0]
         if dim is None:
-            if not hasattr(first, "embedding_dim"):
+            embedding_dim = getattr(first, "embedding_dim", None)
+            if embedding_dim is None:
                 raise ValueError("the first embedding has no embedding_dim attribute; pass dim= explicitly")
-            dim = int(first.embedding_dim)
+            dim = int(embedding_dim)
         self.dim = dim
         self.num_dense = num_dense
         self.embeddings = nn.ModuleList(embeddings)
@@ -135,12 +140,12 @@ class DLRM(nn.Module):
     @property
     def pair_rows(self) -> torch.Tensor:
         """Row index of each interaction pair (the strictly lower triangle), ``(V(V-1)/2,)``."""
-        return self.stack_layers[0].pair_rows
+        return cast(InteractionLayer, self.stack_layers[0]).pair_rows  # layer 1 is the interaction
 
     @property
     def pair_cols(self) -> torch.Tensor:
         """Column index of each interaction pair, ``(V(V-1)/2,)``."""
-        return self.stack_layers[0].pair_cols
+        return cast(InteractionLayer, self.stack_layers[0]).pair_cols  # layer 1 is the interaction
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Click logits (B,) for a batch (see the class docstring for its keys)."""

@@ -73,6 +73,8 @@ class EncoderClassifier(nn.Module):
             (the encoder's pooler on ``[CLS]`` when it has one, else the ``[CLS]`` state; BERT's recipe).
         dropout: dropout before the head (``None``: the encoder's ``hidden_dropout_prob``).
         init_std: standard deviation of the head's normal initialisation.
+        token_transform: ids -> ids module applied to the input word pieces in training (e.g. ``SSE(vocab, p)``;
+            special tokens and padding are kept).
 
     Shapes: ``batch["input_ids"]`` ``(B, T)``; predictions ``(B, C)`` logits, or ``(B,)`` for regression; hidden
     states ``(B, T', D)`` with ``T' <= T`` after padding is trimmed.
@@ -90,7 +92,7 @@ class EncoderClassifier(nn.Module):
     """
 
     def __init__(self, encoder: nn.Module, num_labels: int, *, pooling: Literal["mean", "cls"] = "mean",
-                 dropout: float | None = None, init_std: float = 0.02) -> None:
+                 dropout: float | None = None, init_std: float = 0.02, token_transform: nn.Module | None = None) -> None:
         super().__init__()
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ConfigError(f"num_labels={num_labels!r} must be an int >= 1 (1 means regression)")
@@ -114,6 +116,7 @@ class EncoderClassifier(nn.Module):
         self.head = nn.Linear(hidden_size, num_labels)
         nn.init.normal_(self.head.weight, std=init_std)
         nn.init.zeros_(self.head.bias)
+        self.token_transform = token_transform
 
     @property
     def is_regression(self) -> bool:
@@ -121,7 +124,10 @@ class EncoderClassifier(nn.Module):
 
     @property
     def num_layers(self) -> int:
-        return len(self.encoder.encoder.layer)
+        layers = getattr(getattr(self.encoder, "encoder", None), "layer", None)
+        if not isinstance(layers, nn.ModuleList):  # __init__ checked it; only a later swap of the encoder gets here
+            raise ConfigError(f"{type(self.encoder).__name__} has no encoder.layer list")
+        return len(layers)
 
     def pool(self, last_hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """``(B, T, D) -> (B, D)`` by the configured pooling."""
@@ -138,9 +144,26 @@ class EncoderClassifier(nn.Module):
         logits = self.head(self.dropout(self.pool(last_hidden, batch.get("attention_mask"))))
         return logits.squeeze(-1) if self.is_regression else logits
 
+    def swap_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """``token_transform`` on the word pieces of ``(B, T)`` ids, in training only (SSE on input embeddings,
+        sse-stochastic-shared-embeddings.txt, Sec. 4.3); ``[CLS]`` (position 0), the last attended token
+        (``[SEP]``) and padding keep their ids."""
+        if self.token_transform is None or not self.training:
+            return input_ids
+        swapped = self.token_transform(input_ids)
+        keep = torch.zeros_like(input_ids, dtype=torch.bool)
+        keep[:, 0] = True
+        if attention_mask is not None:
+            keep |= attention_mask[:, :input_ids.shape[1]] == 0
+            last = attention_mask[:, :input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
+            keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
+        return torch.where(keep, input_ids, swapped)
+
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         batch = trim_padding(batch)
         inputs = {k: batch[k] for k in TEXT_KEYS if k in batch}
+        if "input_ids" in inputs:
+            inputs["input_ids"] = self.swap_tokens(inputs["input_ids"], inputs.get("attention_mask"))
         out = self.encoder(**inputs, output_hidden_states=True, return_dict=True)
         states = out.hidden_states
         predictions = self.predict_from_hidden(states[-1], batch)
@@ -190,6 +213,7 @@ class EncoderClassifierConfig:
 
 
 @register("model", "encoder-classifier", config=EncoderClassifierConfig, tasks=("classification", "regression"),
+          kinds=("token",),
           provides=("layer_stack", "linear_layers", "pretrained"),
           summary="pretrained BERT-family encoder + pooling + linear head",
           reference="lnsr-noise-stability-bert.txt, Sec. 4")
@@ -199,4 +223,5 @@ def build_encoder_classifier(config: EncoderClassifierConfig, context: Any) -> E
 
     encoder, _ = load_pretrained(config.pretrained, progress=context.recipe.train.progress)
     return EncoderClassifier(encoder, context.prepared.task.num_labels, pooling=config.pooling,
-                             dropout=config.dropout, init_std=config.init_std)
+                             dropout=config.dropout, init_std=config.init_std,
+                             token_transform=context.transforms.get("token"))

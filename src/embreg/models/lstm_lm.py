@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +45,8 @@ class LSTMLayer(nn.Module):
         ``x (B, T, I_l)``, state ``(h, c)`` each ``(1, B, H_l)`` -> ``out (B, T, H_l)`` and the final ``(h, c)``.
     """
 
+    rnns: nn.ModuleList  # set through __dict__ (borrowed), so declared here for type checkers
+
     def __init__(self, rnns: nn.ModuleList, index: int) -> None:
         super().__init__()
         self.__dict__["rnns"] = rnns  # borrowed: the parameters stay registered (and saved) under ``rnns``
@@ -53,7 +55,7 @@ class LSTMLayer(nn.Module):
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], unroll: bool = False
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``unroll``: run :func:`unrolled_lstm` on the (DropConnect-ed) weights instead of the fused kernel."""
-        rnn = self.rnns[self.index]
+        rnn = cast(WeightDrop, self.rnns[self.index])  # the model wraps every LSTM in a WeightDrop
         if unroll:
             weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
             return unrolled_lstm(x, state, weights["weight_ih_l0"], weights["weight_hh_l0"],
@@ -386,7 +388,10 @@ class LSTMLanguageModel(nn.Module):
             if name.startswith("hidden.") or name == "output":
                 sites[name] = DropoutSite(tensor, "locked")
         for layer, rnn in enumerate(self.rnns):
-            sites[f"weight_hh.{layer}"] = DropoutSite(rnn.module.weight_hh_l0, "element")
+            weight_hh = cast(WeightDrop, rnn).module.weight_hh_l0  # rnns holds WeightDrop-wrapped nn.LSTMs
+            if not isinstance(weight_hh, torch.Tensor):
+                raise EmbregError(f"rnns[{layer}].module.weight_hh_l0 is a {type(weight_hh).__name__}, not a tensor")
+            sites[f"weight_hh.{layer}"] = DropoutSite(weight_hh, "element")
         return sites
 
 

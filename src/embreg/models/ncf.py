@@ -154,6 +154,8 @@ class NCF(nn.Module):
         v = self.item_embedding(items)
         parts = [u, v]
         if self.mlp_user_embedding is not None:
+            if self.mlp_item_embedding is None:  # __init__ takes both or neither
+                raise ValueError("mlp_user_embedding is set but mlp_item_embedding is None; set both or neither")
             parts += [self.mlp_user_embedding(users), self.mlp_item_embedding(items)]
         states = [torch.cat(parts, dim=-1)]  # h_0
         for layer in self.stack_layers:

@@ -65,6 +65,12 @@ class DropoutSite:
                 raise EmbregError(f"ids shape {tuple(self.ids.shape)} must equal the lookup's leading shape "
                                   f"{tuple(self.tensor.shape[:-1])}")
 
+    def _token_index(self) -> tuple[torch.Tensor, int]:
+        """``(ids, num_rows)`` of a ``"token"`` site (both set: :meth:`__post_init__` checks it)."""
+        if self.ids is None or self.num_rows is None:
+            raise EmbregError("a 'token' site needs ids (B, T) and num_rows (the vocabulary size)")
+        return self.ids, self.num_rows
+
     def with_structure(self, structure: Structure) -> DropoutSite:
         """The same tensor with another sharing (e.g. ``"element"``, the paper's eq. 4.4)."""
         return DropoutSite(self.tensor, structure, self.time_dim, self.ids, self.num_rows)
@@ -75,7 +81,7 @@ class DropoutSite:
         if self.structure == "locked":
             shape[self.time_dim] = 1
         elif self.structure == "token":
-            shape = [int(self.num_rows)]
+            shape = [int(self._token_index()[1])]
         return tuple(shape)
 
     def reduce(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,12 +90,13 @@ class DropoutSite:
             return x
         if self.structure == "locked":
             return x.sum(dim=self.time_dim, keepdim=True)
+        ids, num_rows = self._token_index()
         per_token = x.sum(dim=-1).reshape(-1)
-        out = per_token.new_zeros(int(self.num_rows))
-        return out.index_add(0, self.ids.reshape(-1), per_token)
+        out = per_token.new_zeros(int(num_rows))
+        return out.index_add(0, ids.reshape(-1), per_token)
 
     def expand(self, mask: torch.Tensor) -> torch.Tensor:
         """Spreads a tensor of :meth:`mask_shape` to the shape of ``h``."""
         if self.structure == "token":
-            mask = mask[self.ids].unsqueeze(-1)
+            mask = mask[self._token_index()[0]].unsqueeze(-1)
         return mask.expand(self.tensor.shape)

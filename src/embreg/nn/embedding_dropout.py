@@ -70,7 +70,7 @@ class EmbeddingDropout(DropoutBlock):
         self.embedding = embedding
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> torch.Tensor:
         return self.embedding.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

@@ -39,7 +39,9 @@ Batch = dict[str, torch.Tensor]
 class HasHidden(Protocol):
     """Anything with a ``hidden`` mapping of named tensors, e.g. :class:`embreg.models.output.ModelOutput`."""
 
-    hidden: Mapping[str, torch.Tensor]
+    @property
+    def hidden(self) -> Mapping[str, torch.Tensor]:  # read-only here, so a dict attribute (ModelOutput's) fits
+        ...
 
 
 def _hidden_state_key(index: int) -> str:
@@ -193,6 +195,8 @@ class SequentialSlice(nn.Module):
         >>> torch.equal(first(x), mlp[1](mlp[0](x))), len(list(first.parameters()))
         (True, 0)
     """
+
+    container: nn.Sequential | nn.ModuleList  # set through __dict__ (borrowed), so declared here for type checkers
 
     def __init__(self, container: nn.Sequential | nn.ModuleList, start: int, stop: int) -> None:
         super().__init__()

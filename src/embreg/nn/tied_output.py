@@ -46,12 +46,20 @@ class TiedOutput(nn.Module):
     def __init__(self, embedding: nn.Module, *, bias: bool = True) -> None:
         super().__init__()
         self.embedding = embedding
-        rows = embedding.weight.shape[0]
+        rows = _weight_of(embedding).shape[0]
         self.bias = nn.Parameter(torch.zeros(rows)) if bias else None
 
     @property
     def weight(self) -> torch.Tensor:
-        return self.embedding.weight
+        return _weight_of(self.embedding)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return tied_logits(h, self.embedding.weight, self.bias)
+        return tied_logits(h, _weight_of(self.embedding), self.bias)
+
+
+def _weight_of(embedding: nn.Module) -> torch.Tensor:
+    """``embedding.weight``, read at every use so that the tie follows the embedding's current parameter."""
+    weight = embedding.weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(embedding).__name__}.weight is a {type(weight).__name__}, not a tensor")
+    return weight

@@ -12,13 +12,16 @@ An :class:`Objective` replaces the standard ``model.loss(batch, model(batch))``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import torch
 from torch import nn
 
 from embreg.models.output import ModelOutput
 from embreg.registry import register
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import LossModel
 
 
 @dataclass
@@ -57,7 +60,7 @@ class Objective(Protocol):
 def standard_objective(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ModelOutput]:
     """The plain objective: one forward pass and the model's own loss."""
     output = model(batch)
-    return model.loss(batch, output), output
+    return cast("LossModel", model).loss(batch, output), output
 
 
 @dataclass

@@ -132,6 +132,9 @@ class L2SPConfig:
     beta: float = 0.0
     shared: str | list[str] | None = None
 
+    def __post_init__(self) -> None:
+        build_l2sp(self, None)  # the class checks every argument: a bad value fails when the recipe loads
+
 
 @register("regularizer", "l2sp", config=L2SPConfig,
           summary="L2-SP: pull the pretrained weights towards their starting values, L2 on the new ones",

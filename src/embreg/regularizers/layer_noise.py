@@ -83,6 +83,9 @@ class LayerNoiseConfig:
     sigma: float = 0.1
     start_layer: int = 1
 
+    def __post_init__(self) -> None:
+        build_layer_noise(self, None)  # the class checks every argument: a bad value fails when the recipe loads
+
 
 @register("regularizer", "layer-noise", config=LayerNoiseConfig, requires=("layer_stack",),
           summary="FT+Noise: Gaussian noise added to layer b's input while training (no penalty)",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -43,6 +43,13 @@ Batch = dict[str, torch.Tensor]
 Head = Callable[[torch.Tensor, Batch], torch.Tensor]
 
 
+class _ExtendedMaskModel(Protocol):
+    """A transformers 4 ``PreTrainedModel`` (``ModuleUtilsMixin``): what :func:`_bidirectional_mask` calls."""
+
+    def get_extended_attention_mask(self, attention_mask: torch.Tensor, input_shape: tuple[int, ...]) -> torch.Tensor:
+        ...
+
+
 def _bidirectional_mask(base: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None) -> Any:
     """The attention mask a Hugging Face encoder layer expects, for either transformers 5 or 4."""
     if mask is None:
@@ -50,7 +57,7 @@ def _bidirectional_mask(base: nn.Module, hidden: torch.Tensor, mask: torch.Tenso
     try:
         from transformers.masking_utils import create_bidirectional_mask
     except ImportError:  # transformers 4: additive (B, 1, 1, T) mask
-        return base.get_extended_attention_mask(mask, mask.shape)
+        return cast(_ExtendedMaskModel, base).get_extended_attention_mask(mask, mask.shape)
     return create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=mask)
 
 
@@ -124,8 +131,11 @@ def layer_stack(model: nn.Module) -> LayerStack:
     own = getattr(model, "layer_stack", None)
     if callable(own):
         return own()
-    if callable(getattr(model, "predict_from_hidden", None)) and isinstance(getattr(model, "encoder", None), nn.Module):
-        return HFEncoderStack(model.encoder, model.predict_from_hidden)  # embreg's EncoderClassifier
+    predict_from_hidden = getattr(model, "predict_from_hidden", None)
+    if callable(predict_from_hidden):
+        encoder = getattr(model, "encoder", None)
+        if isinstance(encoder, nn.Module):
+            return HFEncoderStack(encoder, predict_from_hidden)  # embreg's EncoderClassifier
     base = getattr(model, "base_model", None)
     if isinstance(base, nn.Module) and isinstance(getattr(getattr(base, "encoder", None), "layer", None),
                                                   nn.ModuleList):
@@ -159,7 +169,8 @@ class DropoutReplay:
     _KEEP = 4  # states of the last few passes, so other regularisers' extra passes cannot hide the clean one
 
     def __init__(self) -> None:
-        self._states: dict[int, tuple[torch.Tensor, torch.device | None, torch.Tensor | None]] = {}
+        # per input tensor id: the CPU state, and the CUDA device with its state when the input was on a GPU
+        self._states: dict[int, tuple[torch.Tensor, tuple[torch.device, torch.Tensor] | None]] = {}
         self._handle: Any = None
         self._replaying = False
 
@@ -190,10 +201,10 @@ class DropoutReplay:
             return
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         device = tensor.device if tensor is not None and tensor.device.type == "cuda" else None
-        cuda_state = torch.cuda.get_rng_state(device) if device is not None else None
+        cuda = (device, torch.cuda.get_rng_state(device)) if device is not None else None
         key = id(tensor)
         self._states.pop(key, None)
-        self._states[key] = (torch.get_rng_state(), device, cuda_state)
+        self._states[key] = (torch.get_rng_state(), cuda)
         while len(self._states) > self._KEEP:
             self._states.pop(next(iter(self._states)))
 
@@ -206,17 +217,17 @@ class DropoutReplay:
         """
         if not self._states:
             raise ConfigError("DropoutReplay has no saved state: the hooked layer has not run in training mode")
-        cpu_state, device, cuda_state = self._states.get(id(key), next(reversed(self._states.values())))
+        cpu_state, cuda = self._states.get(id(key), next(reversed(self._states.values())))
         saved_cpu = torch.get_rng_state()
-        saved_cuda = torch.cuda.get_rng_state(device) if device is not None else None
+        saved_cuda = (cuda[0], torch.cuda.get_rng_state(cuda[0])) if cuda is not None else None
         torch.set_rng_state(cpu_state)
-        if device is not None:
-            torch.cuda.set_rng_state(cuda_state, device)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda[1], cuda[0])
         self._replaying = True
         try:
             yield
         finally:
             self._replaying = False
             torch.set_rng_state(saved_cpu)
-            if device is not None:
-                torch.cuda.set_rng_state(saved_cuda, device)
+            if saved_cuda is not None:
+                torch.cuda.set_rng_state(saved_cuda[1], saved_cuda[0])

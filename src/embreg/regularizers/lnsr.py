@@ -119,6 +119,8 @@ class LNSR:
         self.start_layer = check_positive_int(start_layer, "start_layer")
         if isinstance(weights, (int, float)) and not isinstance(weights, bool):
             self.weights: float | list[float] = check_number(weights, "weights")
+        elif isinstance(weights, bool):
+            raise ConfigError(f"weights={weights!r} must be a number or a list of numbers")
         else:
             self.weights = [check_number(w, f"weights[{i}]") for i, w in enumerate(weights)]
             if not self.weights:
@@ -196,6 +198,9 @@ class LNSRConfig:
     weights: float | list[float] = 1.0
     reduction: Literal["mean", "sum"] = "mean"
     replay_dropout: bool = True
+
+    def __post_init__(self) -> None:
+        build_lnsr(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
 @register("regularizer", "lnsr", config=LNSRConfig, requires=("layer_stack",),

@@ -69,6 +69,8 @@ class MixoutLinear(nn.Linear):
         torch.Size([4, 2])
     """
 
+    target: torch.Tensor  # a buffer, registered in __init__ / from_linear
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, p: float = 0.1,
                  device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
@@ -151,6 +153,9 @@ class MixoutConfig:
 
     p: float = 0.1
     include: str | None = None
+
+    def __post_init__(self) -> None:
+        build_mixout(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
 @register("regularizer", "mixout", config=MixoutConfig, requires=("linear_layers",),

@@ -99,6 +99,9 @@ class R3FConfig:
     divergence: Literal["auto", "sym_kl", "mse"] = "auto"
     replay_dropout: bool = False
 
+    def __post_init__(self) -> None:
+        build_r3f(self, None)  # the class checks every argument: a bad value fails when the recipe loads
+
 
 @register("regularizer", "r3f", config=R3FConfig, requires=("layer_stack",),
           summary="R3F: predictions kept stable under random noise on the embedding output (2x a step)",

@@ -213,6 +213,9 @@ class SMARTConfig:
     bregman_momentum: float = 0.99
     replay_dropout: bool = False
 
+    def __post_init__(self) -> None:
+        build_smart(self, None)  # the class checks every argument: a bad value fails when the recipe loads
+
 
 @register("regularizer", "smart", config=SMARTConfig, requires=("layer_stack",),
           summary="SMART: adversarial smoothness of the predictions around the embedding output (+ Bregman)",

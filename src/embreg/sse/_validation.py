@@ -65,8 +65,8 @@ def check_ids_range(ids: torch.Tensor, num_embeddings: int, allowed: int | None 
     """
     if ids.numel() == 0:
         return
-    lo, hi = torch.aminmax(ids)
-    lo, hi = int(lo), int(hi)
+    lo_t, hi_t = torch.aminmax(ids)
+    lo, hi = int(lo_t), int(hi_t)
     if lo >= 0 and hi < num_embeddings:
         return
     bad = (ids < 0) | (ids >= num_embeddings)

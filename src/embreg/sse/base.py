@@ -63,8 +63,8 @@ class IndexTransform(nn.Module, abc.ABC):
         self.p = p
         if isinstance(rank_offset, bool) or not isinstance(rank_offset, numbers.Integral) or rank_offset < 0:
             raise EmbregError(f"rank_offset={rank_offset!r} must be an int >= 0")
-        self.rank_offset = int(rank_offset)
-        self.seed = _draw_seed() if seed is None else _check_seed(seed)
+        self.rank_offset: int = int(rank_offset)
+        self.seed: int = _draw_seed() if seed is None else _check_seed(seed)
         self._generator: torch.Generator | None = None
         self._pending_state: dict[str, Any] | None = None
 

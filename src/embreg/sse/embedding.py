@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -63,14 +63,18 @@ class SSEEmbedding(nn.Module):
         """Output dimension of the wrapped embedding (when it defines ``embedding_dim``)."""
         if not hasattr(self.embedding, "embedding_dim"):
             raise AttributeError(f"{type(self.embedding).__name__} has no attribute 'embedding_dim'")
-        return self.embedding.embedding_dim
+        # an int attribute of the wrapped module, which nn.Module's typing cannot name
+        return cast(int, self.embedding.embedding_dim)
 
     @property
     def weight(self) -> torch.Tensor:
         """Weight of the wrapped embedding (when it defines ``weight``)."""
         if not hasattr(self.embedding, "weight"):
             raise AttributeError(f"{type(self.embedding).__name__} has no attribute 'weight'")
-        return self.embedding.weight
+        weight = self.embedding.weight
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"{type(self.embedding).__name__}.weight is a {type(weight).__name__}, not a tensor")
+        return weight
 
     def forward(self, ids: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         """Look up ``transform(ids)`` in the embedding."""

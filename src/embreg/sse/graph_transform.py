@@ -48,6 +48,11 @@ class SSEGraph(IndexTransform):
         torch.Size([6, 6])
     """
 
+    # buffers registered in __init__, declared here for type checkers
+    graph_indptr: torch.Tensor
+    graph_indices: torch.Tensor
+    graph_degree: torch.Tensor
+
     def __init__(
         self, graph: NeighbourGraph, p: float, rho: float, seed: int | None = None, rank_offset: int = 0
     ) -> None:

@@ -62,7 +62,7 @@ class LabelSSE(IndexTransform):
                 f"num_classes={num_classes} must be >= 3 when ignore_index={ignore_index} is a class id: "
                 "a swap needs another non-padding class"
             )
-        self.ignore_index = ignore_index
+        self.ignore_index: int = ignore_index
 
     @property
     def num_classes(self) -> int:

@@ -12,6 +12,7 @@ variants:                             # label -> a recipe and its own overrides;
   SSE-SE + BPR: {recipe: bpr-sse-se}
 common: [train.progress=false, train.threads=1]   # overrides of every run
 grid: {}                              # reported axes: every combination is a point of its own (e.g. budget x alpha)
+exclude: []                           # points some variants skip: {variants: [...], point: {axis: value}}
 tune:                                 # chosen per variant and point on the validation split, same budget for all
   method: grid                        # grid (every combination of `space`) or optuna (`trials` TPE trials)
   space: {model.l2: [0.01, 0.03, 0.1]}
@@ -43,7 +44,7 @@ from typing import Any, Literal
 from embreg.config import from_dict, load_yaml
 from embreg.errors import ConfigError
 
-__all__ = ["VariantSpec", "TuneSpec", "ClaimSpec", "AnalysisSpec", "StudySpec", "load_study", "grid_points",
+__all__ = ["VariantSpec", "TuneSpec", "ClaimSpec", "ExcludeSpec", "AnalysisSpec", "StudySpec", "load_study", "grid_points",
            "point_overrides"]
 
 
@@ -117,6 +118,24 @@ class ClaimSpec:
 
 
 @dataclass
+class ExcludeSpec:
+    """Points some variants never run: ``{variants: [MD alpha 0.3], point: {embeddings.budget: 2625}}``.
+
+    Attributes:
+        variants: the variants it applies to (``null``: every variant).
+        point: the grid coordinates it matches (a subset: ``{}`` matches every point).
+    """
+
+    point: dict[str, Any] = field(default_factory=dict)
+    variants: list[str] | None = None
+
+    def matches(self, variant: str, point: dict[str, Any]) -> bool:
+        if self.variants is not None and variant not in self.variants:
+            return False
+        return all(key in point and point[key] == value for key, value in self.point.items())
+
+
+@dataclass
 class AnalysisSpec:
     """A registered analysis (``embreg list``: analyses) and its arguments: ``{name: md-budget-curve, ...}``."""
 
@@ -138,6 +157,7 @@ class StudySpec:
     baseline: str | None = None
     common: list[str] = field(default_factory=list)
     grid: dict[str, list[Any]] = field(default_factory=dict)
+    exclude: list[ExcludeSpec] = field(default_factory=list)
     tune: TuneSpec | None = None
     seeds: int = 5
     seed_start: int = 0
@@ -158,6 +178,12 @@ class StudySpec:
             for label in (claim.variant, claim.baseline):
                 if label is not None and label not in self.variants:
                     raise ConfigError(f"claim {claim.text!r} names {label!r}, not a variant ({', '.join(self.variants)})")
+        for rule in self.exclude:
+            unknown_variants = set(rule.variants or ()) - set(self.variants)
+            unknown_axes = set(rule.point) - set(self.grid)
+            if unknown_variants or unknown_axes:
+                raise ConfigError(f"exclude names {sorted(unknown_variants)} (not variants) or {sorted(unknown_axes)} "
+                                  "(not grid axes)")
         if self.tune is not None:
             unknown = set(self.tune.per_variant) - set(self.variants)
             if unknown:
@@ -174,6 +200,15 @@ class StudySpec:
     def points(self) -> list[dict[str, Any]]:
         """Every combination of the reported ``grid`` axes (``[{}]`` without a grid)."""
         return grid_points(self.grid)
+
+    def includes(self, variant: str, point: dict[str, Any]) -> bool:
+        """Whether ``variant`` runs at ``point`` (no ``exclude`` rule matches)."""
+        return not any(rule.matches(variant, point) for rule in self.exclude)
+
+    def cells(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every (variant, point) pair that runs, variants in order within each point."""
+        return [(variant, point) for point in self.points() for variant in self.variants
+                if self.includes(variant, point)]
 
 
 def grid_points(space: dict[str, list[Any]]) -> list[dict[str, Any]]:

@@ -99,8 +99,10 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> Path:
-    """Call ``write(file)`` on a temporary file beside ``path``, then move it onto ``path`` atomically."""
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> Path:
+    """Call ``write(file)`` on a temporary file beside ``path``, then move it onto ``path`` atomically.
+
+    ``write``'s return value (e.g. the byte count of ``file.write``) is ignored."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

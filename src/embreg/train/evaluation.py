@@ -7,11 +7,15 @@ ranking), never on concrete model classes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
 
 from embreg.train.metrics import mae, ranking_metrics, rmse, topk_excluding
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import RankingModel
 
 
 class RatingEvaluator:
@@ -128,7 +132,7 @@ class RankingEvaluator:
         topk_parts = []
         for start in range(0, self.num_users, self.user_batch):
             users = torch.arange(start, min(start + self.user_batch, self.num_users))
-            scores = model.score_all(users)
+            scores = cast("RankingModel", model).score_all(users)
             in_block = (ex_users >= start) & (ex_users < start + users.numel())
             topk_parts.append(topk_excluding(scores, ex_users[in_block] - start, ex_items[in_block], k))
         model.train(was_training)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -10,6 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.train.lm_batches import batchify
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import SequenceModel
 
 
 def perplexity(model: nn.Module, ids: np.ndarray | torch.Tensor, *, batch_size: int = 10, bptt: int = 70) -> dict:
@@ -39,7 +44,7 @@ def perplexity(model: nn.Module, ids: np.ndarray | torch.Tensor, *, batch_size: 
             length = min(bptt, data.shape[1] - 1 - start)
             tokens = data[:, start:start + length]
             target = data[:, start + 1:start + 1 + length]
-            output, state = model.forward_sequence(tokens, state)
+            output, state = cast("SequenceModel", model).forward_sequence(tokens, state)
             logits = output.predictions
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum").item()
             count += target.numel()
@@ -61,7 +66,8 @@ class PerplexityEvaluator:
         ['valid']
     """
 
-    def __init__(self, splits: dict[str, np.ndarray | torch.Tensor], *, batch_size: int = 10, bptt: int = 70) -> None:
+    def __init__(self, splits: Mapping[str, np.ndarray | torch.Tensor], *, batch_size: int = 10, bptt: int = 70
+                 ) -> None:
         self.splits = splits
         self.batch_size = batch_size
         self.bptt = bptt

@@ -75,7 +75,8 @@ def stability_markdown(run_dirs: Sequence[Path | str], metric: str, *, baseline:
             lines.append(f"| {label} | — | — | — | — | — | — | — | — | 0 |")
             continue
         values = summary.values
-        gap_cell = f.format(gaps[row.name].mean) if gaps[row.name] is not None else "—"
+        gap_summary = gaps[row.name]
+        gap_cell = f.format(gap_summary.mean) if gap_summary is not None else "—"
         if index == result.baseline:
             tests = ["(baseline)", "(baseline)"]
         else:

@@ -30,7 +30,7 @@ __all__ = ["summarize", "welch_t_test", "mann_whitney_u", "summarize_runs", "med
 def _floats(values: Sequence[float], name: str) -> list[float]:
     if isinstance(values, (str, bytes)):
         raise EmbregError(f"{name} must be a sequence of numbers, got the string {values!r}")
-    result = []
+    result: list[float] = []
     for i, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, Real):
             raise EmbregError(f"{name}[{i}] must be a real number, got {type(value).__name__} {value!r}")

@@ -41,6 +41,8 @@ class TaskAdapter(ABC):
         default_model: the model a recipe gets when it names none.
         train_defaults: values of the ``train`` section this family starts from.
         id_kinds: the id kinds of this task's data that index transforms may act on.
+        smoke_overrides: ``key=value`` overrides that shrink a recipe of this task to a few-second run on a small
+            slice of its real data (read by the registry test matrix, tests/test_registry_matrix.py).
     """
 
     name: str = ""
@@ -48,6 +50,7 @@ class TaskAdapter(ABC):
     default_model: str = ""
     train_defaults: dict[str, Any] = {}
     id_kinds: tuple[str, ...] = ()
+    smoke_overrides: tuple[str, ...] = ()
 
     # -- checks made when a recipe is loaded --------------------------------------------------------------------
     def check(self, recipe: Any) -> None:
@@ -58,6 +61,15 @@ class TaskAdapter(ABC):
             serving = [m for m, e in REGISTRY.entries("model").items() if self.name in e.extra.get("tasks", ())]
             raise ConfigError(f"model {model.name!r} does not serve task {self.name!r}; models for it: "
                               f"{', '.join(serving)}")
+        allowed = model.extra.get("embeddings")
+        if allowed is not None and recipe.embeddings.name not in allowed:
+            raise ConfigError(f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
+                              f"it takes {', '.join(allowed)}")
+        kinds = model.extra.get("kinds", ())
+        for kind in recipe.index_transforms:
+            if kind in self.id_kinds and kind not in kinds:
+                raise ConfigError(f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
+                                  f"{kind!r} ids (it takes {', '.join(kinds) or 'none'})")
         for kind in recipe.index_transforms:
             if kind not in self.id_kinds:
                 raise ConfigError(f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "

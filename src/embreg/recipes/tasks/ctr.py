@@ -1,7 +1,8 @@
 """Task ``ctr``: click (binary label) tables with categorical, multi-valued and dense fields; log-loss, accuracy, AUC.
 
-Data: the adult census table, MovieLens-100k as CTR (``ml-100k-ctr``), or a SYNTHETIC Criteo-like table
-(``synthetic-ctr``, for speed and scale). Split at random with ``data.split_seed``; dense features standardised
+Data: the adult census table, MovieLens-100k as CTR (``ml-100k-ctr``), a SYNTHETIC Criteo-like table
+(``synthetic-ctr``, for speed and scale), or a user's own click file (CSV/TSV/parquet, ``data.path``, read by
+:func:`embreg.data.load_ctr_file`). Split at random with ``data.split_seed``; dense features standardised
 with the training split's statistics.
 
 Example:
@@ -20,7 +21,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from embreg.data import CTRData, load_adult, load_ml100k_ctr, random_split, synthetic_ctr
+from embreg.data import CTRData, load_adult, load_ctr_file, load_ml100k_ctr, random_split, synthetic_ctr
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, register_task
 from embreg.train.batches import TensorBatches
@@ -49,12 +50,24 @@ class CTRDataConfig:
     """The click table and its split.
 
     Attributes:
-        dataset: ``adult``, ``ml-100k-ctr`` or ``synthetic-ctr``.
+        dataset: ``adult``, ``ml-100k-ctr`` or ``synthetic-ctr``; ignored when ``path`` is set.
+        path: a user's own click file (CSV/TSV/parquet) instead of a registry table (see
+            :func:`embreg.data.load_ctr_file`).
+        label_col: for ``path``, the column of 0/1 labels (``true``/``false`` accepted).
+        categorical_cols: for ``path``, the categorical fields (``null``: every column that is neither the label
+            nor dense; a missing value is its own category ``""``).
+        dense_cols: for ``path``, the numeric columns (no missing values; standardised like the registry tables').
+        sep: for ``path``, the field separator of a text file (``null``: from the extension, else sniffed).
         split: train/valid/test fractions; split_seed: its seed.
         max_rows: keep only the first rows (quick slices).
     """
 
     dataset: Literal["adult", "ml-100k-ctr", "synthetic-ctr"] = "adult"
+    path: str | None = None
+    label_col: str = "label"
+    categorical_cols: list[str] | None = None
+    dense_cols: list[str] = field(default_factory=list)
+    sep: str | None = None
     split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
     max_rows: int | None = None
@@ -102,6 +115,7 @@ class CTRTask(TaskAdapter):
     name = "ctr"
     data_config = CTRDataConfig
     default_model = "dlrm"
+    smoke_overrides = ("data.max_rows=2000", "train.batch_size=256", "train.epochs=1", "train.progress=false")
     train_defaults = {"epochs": 30, "batch_size": 512, "lr": 2e-3, "optimizer": "adam", "patience": 3}
 
     def monitor(self, recipe) -> tuple[str, str]:
@@ -109,7 +123,11 @@ class CTRTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedCTRData:
         d = recipe.data
-        table = load_ctr_dataset(d.dataset)
+        if d.path is not None:
+            table = load_ctr_file(d.path, label_col=d.label_col, categorical_cols=d.categorical_cols,
+                                  dense_cols=d.dense_cols, sep=d.sep)
+        else:
+            table = load_ctr_dataset(d.dataset)
         if d.max_rows is not None and d.max_rows < len(table):
             table = table.subset(np.arange(d.max_rows))
         split = random_split(len(table), tuple(d.split), seed=d.split_seed)

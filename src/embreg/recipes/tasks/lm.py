@@ -74,6 +74,9 @@ class LanguageModelTask(TaskAdapter):
     data_config = TextDataConfig
     default_model = "lstm-lm"
     id_kinds = ("token", "label")
+    smoke_overrides = ("data.max_articles=30", "data.max_vocab=500", "data.max_train_tokens=3000",
+                       "data.max_eval_tokens=500", "train.batch_size=4", "train.eval_batch_size=4", "train.epochs=1",
+                       "train.progress=false")
     # dropout-explicit-implicit-regularization.txt, App. D.1: SGD, lr 30, clipping 0.35, weight decay 1.2e-6
     train_defaults = {"epochs": 20, "batch_size": 20, "eval_batch_size": 10, "lr": 30.0, "optimizer": "sgd",
                       "weight_decay": 1.2e-6, "clip_norm": 0.35, "patience": None}

@@ -104,6 +104,7 @@ class PreparedRatings:
 class _InteractionTask(TaskAdapter):
     data_config = RatingsDataConfig
     id_kinds = ("user", "item")
+    smoke_overrides = ("data.max_rows=3000", "train.epochs=1", "train.progress=false")
     train_defaults = {"epochs": 100, "batch_size": 1024, "lr": 1e-3, "optimizer": "adam", "patience": 5}
     split_kind = "random"
 

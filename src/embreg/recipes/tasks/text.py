@@ -77,6 +77,7 @@ class PreparedText:
 
     task: TextTask
     tensors: dict[str, dict[str, torch.Tensor]]
+    vocab_size: int = 0
 
 
 def load_text_task(recipe: Any) -> TextTask:
@@ -102,6 +103,8 @@ class _TextTask(TaskAdapter):
     data_config = LabelledTextConfig
     default_model = "encoder-classifier"
     id_kinds = ("token",)
+    smoke_overrides = ("data.train_size=32", "data.valid_size=16", "data.test_size=16", "data.max_length=16",
+                       "train.batch_size=8", "train.eval_batch_size=16", "train.epochs=1", "train.progress=false")
     # lnsr-noise-stability-bert.txt, Sec. 4.3: AdamW, linear warm-up over 10% of the steps, batch 32, 3 epochs
     train_defaults = {"epochs": 3, "batch_size": 32, "eval_batch_size": 64, "lr": 5e-5, "optimizer": "adamw",
                       "schedule": "linear", "warmup": 0.1, "weight_decay": 0.01, "clip_norm": 1.0, "patience": None,
@@ -121,10 +124,11 @@ class _TextTask(TaskAdapter):
             dtype = torch.float32 if task.kind == "regression" else torch.long
             encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
             tensors[split] = encoded
-        return PreparedText(task, tensors)
+        return PreparedText(task, tensors, vocab_size=len(tokenizer))
 
     def num_ids(self, prepared: PreparedText, kind: str) -> int:
-        return int(prepared.tensors["train"]["input_ids"].max()) + 1 if kind == "token" else 0
+        """The tokenizer's vocabulary size (every id the encoder's embedding table has)."""
+        return int(prepared.vocab_size)
 
     def batches(self, recipe, prepared: PreparedText) -> TensorBatches:
         return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import torch
 
 from embreg.models.output import ModelOutput
 from embreg.nn.dropout_control import dropout_active, dropout_disabled
 from embreg.regularizers.base import StepContext
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import LossModel
 
 _KEY = "dropout.clean_pass"
 
@@ -26,7 +31,7 @@ def clean_pass(ctx: StepContext) -> tuple[ModelOutput, torch.Tensor]:
     else:
         with dropout_disabled(model):
             output = model(ctx.batch)
-        result = (output, model.loss(ctx.batch, output))
+        result = (output, cast("LossModel", model).loss(ctx.batch, output))
     ctx.extras[_KEY] = result
     return result
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
@@ -22,6 +22,9 @@ from embreg.regularizers.dropout.sites import (
     resolve_names,
     site_coefficients,
 )
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import TargetModel
 
 HessianForm = Literal["hessian", "identity", "loss_jacobian"]
 FORMS: tuple[str, ...] = ("hessian", "identity", "loss_jacobian")
@@ -99,7 +102,10 @@ class ExplicitDropoutRegularizer:
             return r_approx(logits, sites, coefficients, samples=self.samples, probs=clean_probs(ctx, logits))
         if self.form == "identity":
             return r_approx_identity(logits, sites, coefficients)
-        targets = ctx.model.step_targets(ctx.batch) if hasattr(ctx.model, "step_targets") else ctx.batch["target"]
+        if hasattr(ctx.model, "step_targets"):
+            targets = cast("TargetModel", ctx.model).step_targets(ctx.batch)
+        else:
+            targets = ctx.batch["target"]
         return r_tilde_approx(logits, targets, sites, coefficients)
 
     def __repr__(self) -> str:

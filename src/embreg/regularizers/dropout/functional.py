@@ -333,12 +333,15 @@ def xi_approx_surrogate(
     if not active:
         return loss.new_zeros(())
     chosen = [sites[name] for name, _ in active]
-    if (logits is None) != (logits_grad is None):
-        raise EmbregError("give both logits and logits_grad (d loss / d logits), or neither")
-    if logits is not None and tuple(logits_grad.shape) != tuple(logits.shape):
-        raise EmbregError(f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape "
-                          f"{tuple(logits.shape)}")
-    grads = mask_gradients(loss, chosen) if logits is None else logit_gradients(logits, logits_grad, chosen)
+    if logits is None or logits_grad is None:
+        if logits is not None or logits_grad is not None:
+            raise EmbregError("give both logits and logits_grad (d loss / d logits), or neither")
+        grads = mask_gradients(loss, chosen)
+    else:
+        if tuple(logits_grad.shape) != tuple(logits.shape):
+            raise EmbregError(f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape "
+                              f"{tuple(logits.shape)}")
+        grads = logit_gradients(logits, logits_grad, chosen)
     s = loss.new_zeros(())
     for (_, coef), _site, grad in zip(active, chosen, grads):
         eta = rademacher(grad.shape, like=grad, generator=generator)

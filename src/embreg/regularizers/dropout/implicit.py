@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
@@ -30,6 +30,9 @@ from embreg.regularizers.dropout.sites import (
     resolve_names,
     site_coefficients,
 )
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import LossModel
 
 
 def dropout_k_noise_scale(k: int) -> float:
@@ -131,8 +134,8 @@ class TwoMaskDropoutNoise:
         model = ctx.model
         if self.scale == 0.0 or not dropout_active(model):
             return torch.zeros(())
-        first = model.loss(ctx.batch, model(ctx.batch))
-        second = model.loss(ctx.batch, model(ctx.batch))
+        first = cast("LossModel", model).loss(ctx.batch, model(ctx.batch))
+        second = cast("LossModel", model).loss(ctx.batch, model(ctx.batch))
         noise = self.scale * (first - second)
         return noise - noise.detach()
 

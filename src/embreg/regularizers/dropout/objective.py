@@ -4,7 +4,7 @@ Alg. 1 and eq. 3.2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -13,6 +13,9 @@ from embreg.errors import EmbregError
 from embreg.models.output import ModelOutput
 from embreg.nn.dropout_control import dropout_active
 from embreg.registry import register
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import LossModel
 
 
 class DropoutK:
@@ -46,9 +49,9 @@ class DropoutK:
     def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ModelOutput]:
         draws = self.k if dropout_active(model) else 1
         first = model(batch)
-        total = model.loss(batch, first)
+        total = cast("LossModel", model).loss(batch, first)
         for _ in range(draws - 1):
-            total = total + model.loss(batch, model(batch))
+            total = total + cast("LossModel", model).loss(batch, model(batch))
         return total / draws, first
 
     def __repr__(self) -> str:

@@ -9,12 +9,15 @@ before the first dot (``"hidden"`` selects ``hidden.0``, ``hidden.1``, ...).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from torch import nn
 
 from embreg.errors import EmbregError
 from embreg.nn.dropout_sites import DropoutSite
+
+if TYPE_CHECKING:
+    from embreg.models.protocols import SiteModel
 
 SiteStructure = Literal["element", "model"]
 Coefficients = float | Mapping[str, float]
@@ -75,7 +78,7 @@ def model_sites(model: nn.Module, batch: dict, output, structure: SiteStructure)
                           "regularisers need a model that names its dropout sites (e.g. LSTMLanguageModel)")
     if structure not in ("element", "model"):
         raise EmbregError(f"structure={structure!r} must be 'element' (eq. 4.4) or 'model' (the model's own sharing)")
-    sites: dict[str, DropoutSite] = model.dropout_sites(batch, output)
+    sites: dict[str, DropoutSite] = cast("SiteModel", model).dropout_sites(batch, output)
     if structure == "element":
         sites = {name: site.with_structure("element") for name, site in sites.items()}
     return sites

@@ -1,0 +1,1 @@
+"""Helpers shared by several test modules: import them as ``from tests.helpers.<module> import ...``."""

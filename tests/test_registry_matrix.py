@@ -1,0 +1,300 @@
+"""One test matrix over the registry: every technique on every model, through the recipe machinery.
+
+The cases are read from :data:`embreg.registry.REGISTRY` when the module is collected, so a new regulariser,
+objective, index transform or model is tested without an edit here:
+
+* every ``regularizer`` and ``objective`` entry x every ``model`` entry;
+* every ``index_transform`` entry x every (model, id kind) the model consumes (``model.extra["kinds"]`` that its
+  task has).
+
+A pairing whose requirements are met is built with :func:`embreg.recipes.run.build_run` from the model's plainest
+shipped recipe, shrunk by its task's ``smoke_overrides`` (one place: :class:`embreg.recipes.tasks.TaskAdapter`),
+on a small slice of the real data, and trained for a few steps with the trainer's own step. The loss must be
+finite, every gradient finite and the embedding tables reached, the parameters must move, and a stochastic
+technique must change the trajectory. A pairing whose requirements are not met must be refused when the recipe is
+loaded, with the missing capability named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from embreg.errors import ConfigError
+from embreg.recipes import list_recipes, load_recipe
+from embreg.recipes.run import build_run
+from embreg.registry import REGISTRY, SLOTS, missing_capabilities
+from embreg.regularizers.embedding_noise import embedding_modules
+
+STEPS = 3
+PAPERS = ("sse-stochastic-shared-embeddings.txt", "mixed-dimension-embeddings.txt",
+          "dropout-explicit-implicit-regularization.txt", "lnsr-noise-stability-bert.txt", "nlp-best-practices.txt")
+"""The paper files of ../shared/papers/ a technique's ``reference`` may name."""
+UNREFERENCED = {"standard", "uniform"}
+"""Entries that implement no paper (the plain loss, plain tables)."""
+
+
+# ------------------------------------------------------------------------------------------------ case discovery
+def _techniques(recipe: Any) -> int:
+    return (len(recipe.regularizers) + len(recipe.index_transforms) + (recipe.objective.name != "standard")
+            + (recipe.embeddings.name != "uniform"))
+
+
+@cache
+def base_recipe(model: str) -> str | None:
+    """The plainest shipped recipe of ``model`` (fewest techniques, then the first by name)."""
+    candidates = []
+    for name in list_recipes():
+        recipe = load_recipe(name)
+        if recipe.model.name == model:
+            candidates.append((_techniques(recipe), name))
+    return min(candidates)[1] if candidates else None
+
+
+def _task_of(model: str) -> Any:
+    return load_recipe(base_recipe(model)).adapter
+
+
+def _smoke(model: str) -> list[str]:
+    return list(_task_of(model).smoke_overrides)
+
+
+@dataclass(frozen=True)
+class Case:
+    slot: str
+    name: str
+    model: str
+    kind: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.slot}:{self.name}@{self.model}" + (f"[{self.kind}]" if self.kind else "")
+
+    def override(self) -> str:
+        if self.slot == "regularizer":
+            return f"regularizers=[{{name: {self.name}}}]"
+        if self.slot == "objective":
+            return f"objective={{name: {self.name}}}"
+        return f"index_transforms={{{self.kind}: {{name: {self.name}}}}}"
+
+    @property
+    def entry(self) -> Any:
+        return REGISTRY.get(self.slot, self.name)
+
+    def missing(self) -> list[str]:
+        """Unmet requirements (a transform's id kind outside its ``kinds`` counts as ``ids:<kind>``)."""
+        model = REGISTRY.get("model", self.model)
+        missing = missing_capabilities(self.entry.requires, model.provides)
+        kinds = self.entry.extra.get("kinds", ())
+        if self.kind is not None and kinds and self.kind not in kinds:
+            missing.append(self.kind)
+        return missing
+
+
+KNOWN_BROKEN: dict[tuple[str, str, str, str | None], str] = {
+    **{("regularizer", "l2sp", model, None): "l2sp registers requires=() but needs a pretrained model: it should "
+       "require 'pretrained' (src/embreg/regularizers/l2sp.py), so the recipe is not refused at load"
+       for model in ("bpr", "dlrm", "lstm-lm", "mf", "ncf")},
+    ("regularizer", "mixout", "lstm-lm", None): "lstm-lm provides 'linear_layers' but a tied LM without projection "
+        "has no nn.Linear (src/embreg/models/lstm_lm.py registration)",
+    ("regularizer", "r3f", "lstm-lm", None): "divergence 'auto' -> symmetric_kl refuses (B, T, V) sequence logits "
+        "(src/embreg/regularizers/divergence.py)",
+    ("regularizer", "smart", "lstm-lm", None): "divergence 'auto' -> symmetric_kl refuses (B, T, V) sequence logits "
+        "(src/embreg/regularizers/divergence.py)",
+    ("regularizer", "two-mask-noise", "lstm-lm", None): "needs objective dropout-k, which its registry entry cannot "
+        "state, so the recipe is not refused at load (src/embreg/regularizers/dropout/)",
+    **{("index_transform", "sse-graph", model, "user"): "the default graph 'kg' is an item graph: sse-graph on user "
+       "ids with its defaults passes load_recipe and fails at build (src/embreg/sse/graph_transform.py)"
+       for model in ("bpr", "mf", "ncf")},
+}
+"""Pairings that the registry accepts but that fail to build or train: each is a bug in src, named by the reason.
+They run as strict xfails, so a fix shows up as an XPASS to remove here."""
+
+IDENTITY_AT_DEFAULTS: dict[tuple[str, str], str] = {
+    ("objective", "dropout-k"): "averages the loss over k dropout masks: exactly the plain loss on a model "
+                                "whose dropout is off, as in these recipes",
+}
+"""Techniques whose contract makes them the base run at their defaults on some models (may match the base run)."""
+
+
+def _cases() -> list[Case]:
+    models = [m for m in REGISTRY.names("model") if base_recipe(m) is not None]
+    cases = [Case(slot, name, model) for slot in ("regularizer", "objective") for name in REGISTRY.names(slot)
+             for model in models]
+    for model in models:
+        kinds = REGISTRY.get("model", model).extra.get("kinds", ())
+        task_kinds = _task_of(model).id_kinds
+        for kind in (k for k in kinds if k in task_kinds):
+            cases += [Case("index_transform", name, model, kind) for name in REGISTRY.names("index_transform")]
+    return cases
+
+
+CASES = _cases()
+
+
+def _param(case: Case) -> Any:
+    reason = KNOWN_BROKEN.get((case.slot, case.name, case.model, case.kind))
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(case, id=case.id, marks=marks)
+
+
+def test_every_model_has_a_shipped_recipe_to_run_the_matrix_on() -> None:
+    assert [m for m in REGISTRY.names("model") if base_recipe(m) is None] == []
+
+
+# ------------------------------------------------------------------------------------------ encoder checkpoints
+@pytest.fixture(scope="module")
+def pretrained_stub(tmp_path_factory: pytest.TempPathFactory):
+    """``load_pretrained`` answered with a tiny random BERT (2 layers, width 16) and a working fast tokenizer.
+
+    The tokenizer is the named checkpoint's own when it is cached (read offline in about a second), else the
+    word-level one of :func:`tests.helpers.finetune_tiny.tiny_checkpoint`. The encoder is always tiny: the cached
+    MiniLM takes ~0.9 s a step on one thread, which would make the encoder rows most of the matrix's time, and
+    the matrix checks the wiring, not the pretrained weights (tests/models/test_encoder_pretrained.py does).
+    """
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from embreg.models import pretrained
+
+    real = pretrained.load_pretrained
+    tokenizers: dict[str, Any] = {}
+
+    def load(name_or_path: Any, *, progress: bool = True) -> tuple[nn.Module, Any]:
+        key = str(name_or_path)
+        if key not in tokenizers:
+            cached = {info.name: info.cached for info in pretrained.list_pretrained()}
+            if cached.get(key):
+                tokenizers[key] = AutoTokenizer.from_pretrained(str(pretrained.pretrained_dir(key)),
+                                                                local_files_only=True)
+            elif key not in cached:  # a local checkpoint directory
+                tokenizers[key] = real(name_or_path, progress=False)[1]
+            else:
+                from tests.helpers.finetune_tiny import tiny_checkpoint
+
+                tokenizers[key] = real(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")), progress=False)[1]
+        tokenizer = tokenizers[key]
+        config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=128)
+        return BertModel(config).eval(), tokenizer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pretrained, "load_pretrained", load)
+        yield load
+
+
+@pytest.fixture
+def models_offline(request: pytest.FixtureRequest, case: Case) -> None:
+    if "pretrained" in REGISTRY.get("model", case.model).provides:
+        request.getfixturevalue("pretrained_stub")
+
+
+# --------------------------------------------------------------------------------------------------- training
+_PREPARED: dict[str, Any] = {}
+_BASELINES: dict[str, dict[str, torch.Tensor]] = {}
+
+
+@dataclass
+class Trained:
+    losses: list[float]
+    grads: dict[str, torch.Tensor | None]
+    before: dict[str, torch.Tensor]
+    after: dict[str, torch.Tensor]
+    tables: list[str]
+
+
+def _dense(grad: torch.Tensor) -> torch.Tensor:
+    return grad.coalesce().values() if grad.is_sparse else grad
+
+
+def _train(recipe_name: str, overrides: list[str]) -> Trained:
+    """Builds the run (sharing the prepared data per recipe) and takes :data:`STEPS` trainer steps."""
+    recipe = load_recipe(recipe_name, overrides)
+    threads = torch.get_num_threads()
+    try:
+        built = build_run(recipe, prepared=_PREPARED.get(recipe_name))
+        _PREPARED.setdefault(recipe_name, built.prepared)
+        trainer = built.trainer(None)
+        model = trainer.model
+        before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        model.train()
+        batches = iter(built.batches.epoch(0))
+        losses = [trainer._train_step(next(batches), 0)[0] for _ in range(STEPS)]
+        grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+        after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        tables = [f"{name}.{p}" if name else p for name, m in embedding_modules(model)
+                  for p, _ in m.named_parameters()]
+        return Trained(losses, grads, before, after, [t for t in tables if t in grads])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _baseline(model: str) -> dict[str, torch.Tensor]:
+    if model not in _BASELINES:
+        _BASELINES[model] = _train(base_recipe(model), _smoke(model)).after
+    return _BASELINES[model]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_technique_on_model(case: Case, models_offline: None) -> None:
+    recipe_name = base_recipe(case.model)
+    overrides = _smoke(case.model) + [case.override()]
+    missing = case.missing()
+    if missing:
+        with pytest.raises(ConfigError, match=missing[0]):
+            load_recipe(recipe_name, overrides)
+        return
+
+    run = _train(recipe_name, overrides)
+    assert all(math.isfinite(loss) for loss in run.losses), run.losses
+    bad = [n for n, g in run.grads.items() if g is not None and not torch.isfinite(_dense(g)).all()]
+    assert bad == [], f"non-finite gradients: {bad}"
+    assert run.tables, "the model has no embedding module"
+    assert any(run.grads[t] is not None for t in run.tables), f"no embedding table got a gradient: {run.tables}"
+    moved = [n for n in run.after if not torch.equal(run.after[n], run.before[n])]
+    assert any(t in moved for t in run.tables), "no embedding table moved"
+    touched = [n for n, g in run.grads.items() if g is not None]
+    assert set(touched) <= set(moved) | {n for n in touched if not _dense(run.grads[n]).any()}
+
+    # the technique at its default setting does something on this model (or is the base run, where its
+    # contract says so: the standard objective)
+    baseline = _baseline(case.model)
+    same = run.after.keys() == baseline.keys() and all(torch.equal(run.after[n], baseline[n]) for n in baseline)
+    if case.slot == "objective" and case.name == "standard":
+        assert same, "the standard objective must reproduce the base run"
+    elif (case.slot, case.name) not in IDENTITY_AT_DEFAULTS:
+        assert not same, f"{case.id} at its defaults left training exactly as without it"
+
+
+# ---------------------------------------------------------------------------------------------- entry metadata
+ENTRIES = [(slot, name) for slot in SLOTS for name in REGISTRY.names(slot)]
+
+
+@pytest.mark.parametrize(("slot", "name"), ENTRIES, ids=[f"{s}:{n}" for s, n in ENTRIES])
+def test_entry_has_defaults_summary_and_reference(slot: str, name: str) -> None:
+    entry = REGISTRY.get(slot, name)
+    config = entry.default_config()
+    assert config == entry.config()
+    assert entry.summary.strip()
+    if name in UNREFERENCED:
+        return
+    assert any(paper in entry.reference for paper in PAPERS), \
+        f"{slot} {name!r}: reference {entry.reference!r} names none of {PAPERS}"
+
+
+@pytest.mark.parametrize("slot", SLOTS)
+def test_a_misspelt_name_suggests_the_registered_one(slot: str) -> None:
+    for name in REGISTRY.names(slot):
+        if len(name) < 4:
+            continue
+        misspelt = name[:-2] + name[-1] + name[-2] if name[-1] != name[-2] else name[:-1]
+        with pytest.raises(ConfigError, match=f"did you mean '{name}'"):
+            REGISTRY.get(slot, misspelt)
+

@@ -18,6 +18,7 @@ folder's ``README.md``, and rebuilds its ``summary.json`` (``--out-dir``: anothe
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import statistics
@@ -28,10 +29,19 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finetune_cost import TARGETS, Runner, _batch  # noqa: E402
+from embreg.models import EncoderClassifier
 
-from embreg.models import EncoderClassifier  # noqa: E402
+
+def _sibling(name: str):
+    """A script next to this one, loaded by path (``benchmarks`` is no package)."""
+    spec = importlib.util.spec_from_file_location(f"_{name}", Path(__file__).resolve().with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_cost = _sibling("finetune_cost")
+TARGETS, Runner, _batch = _cost.TARGETS, _cost.Runner, _cost._batch
 
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 DROPOUT_RNG = {"aten::bernoulli_", "aten::bernoulli", "aten::native_dropout"}

@@ -7,12 +7,14 @@ turn and the relative change is measured at every later layer, on test reviews (
     python benchmarks/finetune_noise_attenuation.py --run FT=runs/ft-stability/ft-reviews/seed-0 \\
         --run LNSR=runs/ft-stability/ft-reviews-lnsr/seed-0 --examples 64 --threads 1
 
-writes ``docs/results/finetuning-stability-attenuation.{json,png}``.
+writes ``docs/results/finetuning-noise-attenuation/finetuning-stability-attenuation.{json,png}`` and rebuilds that
+folder's ``summary.json`` (``--out-dir``: another folder).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 from pathlib import Path
@@ -22,10 +24,10 @@ import torch
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.train.checkpoint import load_checkpoint
-from embreg.train.trainer import BEST_CHECKPOINT
 from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
+from embreg.train.trainer import BEST_CHECKPOINT
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetuning-noise-attenuation"
 
 
 def main() -> None:
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out-dir", type=Path, default=OUT, help="output folder (default: %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -51,12 +54,18 @@ def main() -> None:
         curves[f"fine-tuned: {name}"] = noise_attenuation(model, batch, ratio=args.ratio, repeats=args.repeats)
     command = "python benchmarks/finetune_noise_attenuation.py " + " ".join(sys.argv[1:])
     machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)"
-    OUT.mkdir(parents=True, exist_ok=True)
-    save_attenuation(curves, OUT / "finetuning-stability-attenuation.json", command=command, machine=machine,
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    save_attenuation(curves, out / "finetuning-stability-attenuation.json", command=command, machine=machine,
                      ratio=args.ratio, examples=args.examples, max_length=args.max_length, repeats=args.repeats)
-    plot_attenuation(curves, OUT / "finetuning-stability-attenuation.png",
+    plot_attenuation(curves, out / "finetuning-stability-attenuation.png",
                      title=f"all-MiniLM-L6-v2, {args.examples} test reviews: noise of {args.ratio:.0%} of a layer's "
                            "output norm, relative change at later layers")
+    summary = {"name": "finetuning-noise-attenuation", "title": "Noise attenuation through MiniLM (LNSR paper Fig. 1)",
+               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md",
+               "claims": [],  # a figure to read, no claim with a verdict
+               "seeds": None, "machine": {"description": machine}, "command": command}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for name, c in curves.items():
         print(name)
         for i, values in c.items():

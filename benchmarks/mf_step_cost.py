@@ -52,7 +52,7 @@ def make_steps(dim: int, batch_size: int) -> tuple[dict, list]:
     A variant only swaps the model's user/item index transforms in before its step, so the timed difference is
     the SSE sampling and nothing else (separate model instances differ by a few percent on their own).
     """
-    base = ["model.dim=%d" % dim, f"train.batch_size={batch_size}", "model.l2=0.05"]
+    base = [f"model.dim={dim}", f"train.batch_size={batch_size}", "model.l2=0.05"]
     built = build_run(load_recipe("mf", base))
     data, model = built.prepared, built.model
     model.train()

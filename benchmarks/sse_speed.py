@@ -9,8 +9,8 @@ CPU backends in one run: the fused C++ kernel (``EMBREG_SSE_KERNEL=on``) and the
 tensor-op samplers (``off``). Prints a markdown table and writes JSON with the
 machine, the command and every timing.
 
-Example:
-    python benchmarks/sse_speed.py --out-json docs/results/sse_speed.json
+Example (writes ``docs/results/sse-speed/sse-speed.json`` and ``sse-speed-table.md``, the defaults):
+    python benchmarks/sse_speed.py --ml100k-kg --p 0.01 0.1 --threads 2
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ import torch
 
 from embreg.sse import NeighbourGraph
 from embreg.sse import functional as F
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "sse-speed"
 
 TARGET_SE_IDS_PER_S = 20e6
 TARGET_GRAPH_IDS_PER_S = 5e6
@@ -184,8 +187,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backends", nargs="+", choices=["cpp", "torch"], default=["cpp", "torch"],
                         help="CPU backends to time (cpp: the fused kernel; torch: the tensor-op samplers)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-json", type=str, default=None, help="where to write the JSON results")
-    parser.add_argument("--out-md", type=str, default=None, help="where to write the markdown table")
+    parser.add_argument("--out-json", type=str, default=str(RESULTS / "sse-speed.json"),
+                        help="where to write the JSON results (default: %(default)s; '' for none)")
+    parser.add_argument("--out-md", type=str, default=str(RESULTS / "sse-speed-table.md"),
+                        help="where to write the markdown table (default: %(default)s; '' for none)")
     return parser.parse_args(argv)
 
 
@@ -220,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                     "speedup_over_loop": TARGET_LOOP_SPEEDUP},
         "results": rows,
     }
+    for out in (args.out_json, args.out_md):
+        if out:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
     if args.out_json:
         with open(args.out_json, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2)

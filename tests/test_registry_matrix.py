@@ -76,12 +76,14 @@ class Case:
     def id(self) -> str:
         return f"{self.slot}:{self.name}@{self.model}" + (f"[{self.kind}]" if self.kind else "")
 
-    def override(self) -> str:
+    def overrides(self) -> list[str]:
         if self.slot == "regularizer":
-            return f"regularizers=[{{name: {self.name}}}]"
+            objectives = self.entry.extra.get("objectives")  # a regulariser that corrects a given objective
+            objective = [f"objective={{name: {objectives[0]}}}"] if objectives else []
+            return [f"regularizers=[{{name: {self.name}}}]", *objective]
         if self.slot == "objective":
-            return f"objective={{name: {self.name}}}"
-        return f"index_transforms={{{self.kind}: {{name: {self.name}}}}}"
+            return [f"objective={{name: {self.name}}}"]
+        return [f"index_transforms={{{self.kind}: {{name: {self.name}}}}}"]
 
     @property
     def entry(self) -> Any:
@@ -97,22 +99,7 @@ class Case:
         return missing
 
 
-KNOWN_BROKEN: dict[tuple[str, str, str, str | None], str] = {
-    **{("regularizer", "l2sp", model, None): "l2sp registers requires=() but needs a pretrained model: it should "
-       "require 'pretrained' (src/embreg/regularizers/l2sp.py), so the recipe is not refused at load"
-       for model in ("bpr", "dlrm", "lstm-lm", "mf", "ncf")},
-    ("regularizer", "mixout", "lstm-lm", None): "lstm-lm provides 'linear_layers' but a tied LM without projection "
-        "has no nn.Linear (src/embreg/models/lstm_lm.py registration)",
-    ("regularizer", "r3f", "lstm-lm", None): "divergence 'auto' -> symmetric_kl refuses (B, T, V) sequence logits "
-        "(src/embreg/regularizers/divergence.py)",
-    ("regularizer", "smart", "lstm-lm", None): "divergence 'auto' -> symmetric_kl refuses (B, T, V) sequence logits "
-        "(src/embreg/regularizers/divergence.py)",
-    ("regularizer", "two-mask-noise", "lstm-lm", None): "needs objective dropout-k, which its registry entry cannot "
-        "state, so the recipe is not refused at load (src/embreg/regularizers/dropout/)",
-    **{("index_transform", "sse-graph", model, "user"): "the default graph 'kg' is an item graph: sse-graph on user "
-       "ids with its defaults passes load_recipe and fails at build (src/embreg/sse/graph_transform.py)"
-       for model in ("bpr", "mf", "ncf")},
-}
+KNOWN_BROKEN: dict[tuple[str, str, str, str | None], str] = {}
 """Pairings that the registry accepts but that fail to build or train: each is a bug in src, named by the reason.
 They run as strict xfails, so a fix shows up as an XPASS to remove here."""
 
@@ -245,7 +232,7 @@ def _baseline(model: str) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_technique_on_model(case: Case, models_offline: None) -> None:
     recipe_name = base_recipe(case.model)
-    overrides = _smoke(case.model) + [case.override()]
+    overrides = _smoke(case.model) + case.overrides()
     missing = case.missing()
     if missing:
         with pytest.raises(ConfigError, match=missing[0]):

@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_study_parser(sub)
 
     demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
-    demo.add_argument("--seeds", type=_positive_int, default=3)
+    demo.add_argument("--seeds", type=_positive_int, default=5)
     demo.add_argument("--workers", type=_positive_int, default=2, help="runs trained at a time")
     demo.add_argument("--out")
     demo.set_defaults(func=cmd_demo)

@@ -7,8 +7,14 @@ import pytest
 from scipy import stats as scipy_stats
 
 from embreg.studies import AnalysisContext, RunRecord, StudySpec
-from embreg.studies.analyses.finetune_stability import (FinetuneStabilityConfig, brown_forsythe, build, by_variant,
-                                                        direction_row, stability_table)
+from embreg.studies.analyses.finetune_stability import (
+    FinetuneStabilityConfig,
+    brown_forsythe,
+    build,
+    by_variant,
+    direction_row,
+    stability_table,
+)
 
 FT = [0.60, 0.62, 0.58, 0.61]
 LNSR = [0.63, 0.64, 0.62, 0.66]

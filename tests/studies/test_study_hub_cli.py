@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.studies.study_helpers import write_study
 
 import embreg.recipes.run as run_module
 from embreg.cli import main
 from embreg.studies.hub import write_hub
 from embreg.studies.runlog import RunLog
 from embreg.studies.runner import lock_log
-
-from tests.studies.study_helpers import write_study
 
 
 def _summary(folder, name, paper, kind="study", claims=None):

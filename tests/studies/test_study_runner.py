@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from tests.studies.study_helpers import TINY, write_study
 
 import embreg.recipes.run as run_module
 from embreg.errors import ConfigError
@@ -16,8 +17,6 @@ from embreg.studies.runlog import RunLog
 from embreg.studies.runner import LogLockedError, StudyRunError, lock_log, run_study
 from embreg.studies.spec import StudySpec, load_study
 from embreg.train.trainer import FitResult
-
-from tests.studies.study_helpers import TINY, write_study
 
 pytestmark = pytest.mark.integration
 

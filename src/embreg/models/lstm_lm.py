@@ -452,7 +452,7 @@ class LSTMLanguageModelConfig:
 
 
 @register("model", "lstm-lm", config=LSTMLanguageModelConfig, tasks=("lm",), kinds=("token", "label"),
-          provides=("dropout_sites", "layer_stack", "linear_layers"),
+          provides=("dropout_sites", "layer_stack"),
           summary="AWD-style LSTM language model with locked, embedding and weight dropout",
           reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1")
 def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguageModel:

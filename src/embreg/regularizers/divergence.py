@@ -23,7 +23,8 @@ def symmetric_kl(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor
     """``mean_i KL(p_i || q_i) + KL(q_i || p_i)`` with ``p = softmax(logits_a)``, ``q = softmax(logits_b)``.
 
     Args:
-        logits_a, logits_b: ``(B, C)`` logits; gradients flow into both.
+        logits_a, logits_b: ``(..., C)`` logits of one shape, e.g. ``(B, C)`` per example or ``(B, T, C)`` per
+            token of a sequence (the mean is over every distribution); gradients flow into both.
 
     Returns:
         A scalar, 0 exactly when the two distributions are equal.
@@ -32,8 +33,8 @@ def symmetric_kl(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor
         >>> symmetric_kl(torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0, 2.0]])).item()
         0.0
     """
-    if logits_a.shape != logits_b.shape or logits_a.dim() != 2:
-        raise ConfigError(f"symmetric_kl needs two (B, C) logit tensors of one shape, got {tuple(logits_a.shape)} "
+    if logits_a.shape != logits_b.shape or logits_a.dim() < 2:
+        raise ConfigError(f"symmetric_kl needs two (..., C) logit tensors of one shape, got {tuple(logits_a.shape)} "
                           f"and {tuple(logits_b.shape)}")
     log_p = F.log_softmax(logits_a.float(), dim=-1)
     log_q = F.log_softmax(logits_b.float(), dim=-1)

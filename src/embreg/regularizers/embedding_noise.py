@@ -118,6 +118,9 @@ class EmbeddingNoiseConfig:
 
     sigma: float = 0.01
 
+    def __post_init__(self) -> None:
+        EmbeddingNoise(self.sigma)  # checks sigma: a bad value fails when the recipe loads
+
 
 @register("regularizer", "embedding-noise", config=EmbeddingNoiseConfig,
           summary="Gaussian noise N(0, sigma^2) on every embedding output while training (no extra pass)",

@@ -136,7 +136,7 @@ class L2SPConfig:
         build_l2sp(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "l2sp", config=L2SPConfig,
+@register("regularizer", "l2sp", config=L2SPConfig, requires=("pretrained",),
           summary="L2-SP: pull the pretrained weights towards their starting values, L2 on the new ones",
           reference="lnsr-noise-stability-bert.txt, Sec. 4.2 (Li et al., 2018)")
 def build_l2sp(config: L2SPConfig, context: Any) -> L2SP:

@@ -102,6 +102,10 @@ class SSEGraph(IndexTransform):
         )
 
 
+DEFAULT_GRAPHS = {"item": "kg", "user": "occupation"}
+"""The graph an ``sse-graph`` transform uses per id kind when its config names none."""
+
+
 @dataclass
 class SSEGraphConfig:
     """``index_transforms: {item: {name: sse-graph, p: 0.04, rho: 5.7, graph: kg}}``.
@@ -110,14 +114,15 @@ class SSEGraphConfig:
         p: probability of leaving the id (``1 - p0`` of eq. 3).
         rho: how much likelier a neighbour is than a non-neighbour as the replacement (>= 1).
         graph: the task's named graph over these ids: items ``kg`` (shared actor, director, writer, producer)
-            or ``genre``; users an attribute such as ``occupation``.
+            or ``genre``; users an attribute such as ``occupation`` (``null``: ``kg`` for items, ``occupation`` for
+            users).
         relations: knowledge-graph relations that make two items neighbours (``null``: the default set).
         seed_offset: added to the training seed (and a per-kind offset) to seed the transform's generator.
     """
 
     p: float = 0.01
     rho: float = 1.0
-    graph: str = "kg"
+    graph: str | None = None
     relations: list[str] | None = None
     seed_offset: int = 1000
 
@@ -132,5 +137,6 @@ class SSEGraphConfig:
           reference="sse-stochastic-shared-embeddings.txt, eq. 3")
 def build_sse_graph(config: SSEGraphConfig, context: Any) -> SSEGraph:
     """:class:`SSEGraph` over the task's graph ``config.graph`` on ``context.kind`` ids."""
-    graph = context.graph(config.graph, config.relations)
+    name = config.graph if config.graph is not None else DEFAULT_GRAPHS.get(context.kind, "kg")
+    graph = context.graph(name, config.relations)
     return SSEGraph(graph, config.p, config.rho, seed=recipe_seed(context, config.seed_offset))

@@ -35,8 +35,7 @@ from typing import Any
 
 from embreg.errors import DataError
 from embreg.studies.runlog import RunRecord
-from embreg.studies.runner import (TuningRow, choose, final_records, same_point, tune_metric, tune_seeds,
-                                   tuning_rows)
+from embreg.studies.runner import TuningRow, choose, final_records, same_point, tune_metric, tune_seeds, tuning_rows
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.studies.spec import ClaimSpec, StudySpec
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
@@ -135,7 +134,7 @@ def claim_row(spec: StudySpec, records: Sequence[RunRecord], claim: ClaimSpec,
               chosen: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> ClaimRow:
     """Reads ``claim`` from the final runs (see the module docstring for the verdict)."""
     chosen = chosen if chosen is not None else _chosen_settings(spec, records)
-    baseline = claim.baseline or spec.baseline
+    baseline = str(claim.baseline or spec.baseline)
     points = _claim_points(spec, claim)
     if not points:
         return ClaimRow(claim.text, f"no grid point matches {claim.point}", "not run")
@@ -168,7 +167,7 @@ def _point_key(point: dict[str, Any]) -> str:
 
 def _tuning(spec: StudySpec, records: Sequence[RunRecord]) -> dict[tuple[str, str], tuple[str, str, list[TuningRow], int]]:
     """(variant, point) -> (metric, mode, rows in the order tried, index of the chosen row)."""
-    out = {}
+    out: dict[tuple[str, str], tuple[str, str, list[TuningRow], int]] = {}
     if spec.tune is None:
         return out
     for variant in spec.variants:
@@ -200,7 +199,23 @@ def machine_short(machine: dict[str, Any]) -> str:
     torch = f", torch {machine['torch']}" if machine.get("torch") else ""
     if machine.get("gpu"):
         return f"{machine['gpu']}{torch}"
-    return f"{machine.get('cpus', '?')}-CPU {machine.get('processor', '?')}{torch}"
+    if "cpus" in machine or "processor" in machine:
+        return f"{machine.get('cpus', '?')}-CPU {machine.get('processor', '?')}{torch}"
+    text = str(machine.get("description") or machine.get("note") or "unknown").strip()
+    return text.split(" (")[0] if len(text) > 60 else text
+
+
+def _machine_long(machine: dict[str, Any]) -> str:
+    words = [str(machine[k]).strip() for k in ("description", "note", "source") if machine.get(k)]
+    if not ("cpus" in machine or "processor" in machine or machine.get("gpu")):
+        return "; ".join(words) or "unknown"
+    details = [str(machine[k]) for k in ("platform",) if machine.get(k)]
+    if machine.get("cpus"):
+        details.append(f"{machine['cpus']} CPUs")
+    if machine.get("threads"):
+        details.append(f"{machine['threads']} torch thread(s)")
+    details += words
+    return machine_short(machine) + (f" ({'; '.join(details)})" if details else "")
 
 
 def _distinct(items: list[str]) -> list[str]:
@@ -213,8 +228,12 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
         header += [_cell(metric), "Welch p", "Mann-Whitney p"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     base = {m: _values(spec, records, spec.baseline, point, m, chosen) for m in spec.metrics}  # type: ignore[arg-type]
+    left_out = 0
     for variant in spec.variants:
         values = {m: _values(spec, records, variant, point, m, chosen) for m in spec.metrics}
+        if variant != spec.baseline and spec.metrics and not any(values.values()):
+            left_out += 1
+            continue
         counts = sorted({len(v) for v in values.values()}) or [0]
         n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
         name = f"{variant} (baseline)" if variant == spec.baseline else variant
@@ -229,6 +248,8 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
             else:
                 cells += ["n/a", "n/a"]
         lines.append("| " + " | ".join(cells) + " |")
+    if left_out:
+        lines += ["", f"({left_out} variant(s) without runs at this point left out.)"]
     return lines
 
 
@@ -303,19 +324,19 @@ def _how_it_was_run(spec: StudySpec, records: Sequence[RunRecord], command: str)
         budget = "every combination of the space" if t.method == "grid" else f"{t.trials} TPE trials (sampler seed 0)"
         lines.append(f"- tuning: {t.method}, {budget}, {t.seeds} seed(s) each ({', '.join(map(str, tune_seeds(spec)))}), "
                      "on the validation split; the same budget for every variant")
-    machines = _distinct([json.dumps(r.machine, sort_keys=True) for r in records if r.machine])
-    for text in machines:
-        m = json.loads(text)
-        lines.append(f"- machine: {machine_short(m)} ({m.get('platform', '?')}, {m.get('cpus', '?')} CPUs, "
-                     f"{m.get('threads', '?')} torch threads)")
+    machines = _distinct([_machine_long(r.machine) for r in records if r.machine])
+    lines += [f"- machine: {text}" for text in machines[:5]]
+    if len(machines) > 5:
+        lines.append(f"- ... and {len(machines) - 5} more machine records (see the run log)")
     hours = sum(r.seconds for r in records) / 3600
     lines.append(f"- runs: {len(records)} ({len(tuned)} tuning, {len(final)} final), {hours:.2f} h of training in all")
     lines.append(f"- command: `{command}` (resumes from the run log; every run's overrides are in the log, so any "
                  "run can be repeated alone with `embreg run RECIPE --set ...`)")
     finished = sorted(r.finished for r in records if r.finished)
     if finished:
-        lines.append(f"- runs finished between {finished[0]} and {finished[-1]}")
-    lines += [f"- {note}" for note in spec.notes]
+        span = f"at {finished[0]}" if finished[0] == finished[-1] else f"between {finished[0]} and {finished[-1]}"
+        lines.append(f"- runs finished {span}")
+    lines += ["- " + " ".join(note.split()) for note in spec.notes if note.strip()]
     return lines
 
 

@@ -447,12 +447,13 @@ def _optuna_space(spec: StudySpec, variant: str, point: dict[str, Any]) -> dict[
                               f"section, but recipe {recipe.name!r} has none; give tune.space")
         out: dict[str, Any] = {}
         for key, param in recipe.search.items():
+            low, high = param.low, param.high
             if param.type == "categorical":
-                out[key] = optuna.distributions.CategoricalDistribution(list(param.choices))
+                out[key] = optuna.distributions.CategoricalDistribution(list(param.choices or []))
             elif param.type == "int":
-                out[key] = optuna.distributions.IntDistribution(int(param.low), int(param.high))
+                out[key] = optuna.distributions.IntDistribution(int(low), int(high))  # type: ignore[arg-type]
             else:
-                out[key] = optuna.distributions.FloatDistribution(float(param.low), float(param.high),
+                out[key] = optuna.distributions.FloatDistribution(float(low), float(high),  # type: ignore[arg-type]
                                                                   log=param.type == "log_float")
         return out
     out = {}
@@ -644,12 +645,13 @@ def run_study(spec: StudySpec, log_path: str | Path, *, workers: int = 1, extra_
             executor.shutdown(cancel=interrupted)
             bar.close()
         if failure is not None:
-            job, error = failure
-            if job is None:
+            failed, error = failure
+            if failed is None:
                 raise error
             raise StudyRunError(
-                f"study {spec.name}: run {job.variant!r} (point {job.point}, {job.phase}, setting {job.setting}, seed "
-                f"{job.seed}) failed: {type(error).__name__}: {error}\n  overrides: {' '.join(job.overrides)}\n"
-                f"  repeat it alone: {job.command()}\n  finished runs are in {log.path}; run the study again to resume"
+                f"study {spec.name}: run {failed.variant!r} (point {failed.point}, {failed.phase}, setting "
+                f"{failed.setting}, seed {failed.seed}) failed: {type(error).__name__}: {error}\n"
+                f"  overrides: {' '.join(failed.overrides)}\n  repeat it alone: {failed.command()}\n"
+                f"  finished runs are in {log.path}; run the study again to resume"
             ) from error
         return log.read()

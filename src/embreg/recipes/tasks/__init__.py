@@ -84,6 +84,10 @@ class TaskAdapter(ABC):
                     f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
                     f"model {model.name!r} does not provide ({model.extra.get('why_not', {}).get(missing[0], '')}"
                     f"it provides: {', '.join(provides) or 'nothing'})")
+            objectives = spec.entry.extra.get("objectives")
+            if objectives is not None and recipe.objective.name not in objectives:
+                raise ConfigError(f"{where}: {spec.name!r} works with objective {' or '.join(objectives)}, not "
+                                  f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})")
         for kind, spec in recipe.index_transforms.items():
             kinds = spec.entry.extra.get("kinds", ())
             if kinds and kind not in kinds:

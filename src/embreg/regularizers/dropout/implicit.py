@@ -178,6 +178,7 @@ class TwoMaskNoiseConfig:
 
 
 @register("regularizer", "two-mask-noise", config=TwoMaskNoiseConfig, requires=("dropout_sites",),
+          objectives=("dropout-k",),
           summary="the exact two-mask noise that makes Dropout_k's update match Dropout_1's",
           reference="dropout-explicit-implicit-regularization.txt, Sec. 3.1")
 def build_two_mask_noise(config: TwoMaskNoiseConfig, context: Any) -> TwoMaskDropoutNoise:

@@ -1,0 +1,50 @@
+"""Every script in ``benchmarks/`` imports and answers ``--help`` (its argument parser is intact).
+
+The scripts are loaded by path (``benchmarks`` is no package); those that need an optional dependency are skipped
+where it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+OPTIONAL = {  # script -> optional dependencies it imports or needs to build its parser
+    "surprise_baseline": ("surprise",),
+    "finetune_cost": ("transformers",),
+    "finetune_cost_profile": ("transformers",),
+    "finetune_noise_attenuation": ("transformers",),
+}
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_there_are_scripts():
+    assert SCRIPTS, f"no scripts in {BENCHMARKS}"
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.stem for p in SCRIPTS])
+def test_script_imports_and_answers_help(path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    for dependency in OPTIONAL.get(path.stem, ()):
+        pytest.importorskip(dependency)
+    module = _load(path)
+    main = getattr(module, "main", None)
+    assert callable(main), f"{path.name} has no main()"
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"]) if inspect.signature(main).parameters else main()
+    assert exit_info.value.code in (0, None)
+    assert "usage:" in capsys.readouterr().out

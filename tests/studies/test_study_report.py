@@ -66,7 +66,7 @@ def test_verdicts_reproduced_opposite_and_not_reproduced(tmp_path):
     better = summary["claims"][0]
     assert better["reading"] == "Better 0.9040 ± 0.0114 vs Base 1.0040 ± 0.0114 (n=5/5, Welch p=<0.001)"
     assert better["p"] < 0.05 and summary["claims"][2]["p"] > 0.05
-    assert summary["machine"] == "8-CPU x86_64, torch 2.4"
+    assert summary["machine"] == "8-core x86_64, torch 2.4"
     # a metric where higher is better turns the verdicts round
     flipped = _spec(claims=[{"text": "Better beats Base", "metric": "test_rmse", "variant": "Better",
                              "direction": "max"}])

@@ -81,9 +81,18 @@ def read_summaries(results_dir: str | Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _machine(machine: Any) -> str:
+    """A summary's machine as a few words (benchmarks store the machine record itself)."""
+    if isinstance(machine, dict):
+        from embreg.studies.report import machine_short
+
+        return machine_short(machine)
+    return str(machine) if machine else "—"
+
+
 def _rows(folder: str, summary: dict[str, Any]) -> list[str]:
     link = f"[{folder}]({folder}/{summary.get('page') or 'README.md'})"
-    seeds, machine = _cell(summary.get("seeds", "—")), _cell(summary.get("machine", "—"))
+    seeds, machine = _cell(summary.get("seeds") or "—"), _cell(_machine(summary.get("machine")))
     claims = summary.get("claims") or []
     if not claims:
         return [f"| {_cell(summary.get('title', folder))} | see the page | — | {seeds} | {machine} | {link} |"]

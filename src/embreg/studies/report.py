@@ -47,6 +47,9 @@ __all__ = ["write_report", "judge", "claim_row", "format_number", "format_p", "m
 REPRODUCED = "reproduced"
 OPPOSITE = "opposite"
 NOT_REPRODUCED = "not reproduced (no significant difference)"
+NOT_TESTED = "untested"
+"""Fewer than two seeds on a side: no test is possible; the reading still gives the direction of the two numbers."""
+NOT_RUN = "not run"
 ALPHA = 0.05
 MAX_LINES = 299
 TOP_SETTINGS = 10
@@ -101,14 +104,24 @@ def _setting_label(setting: dict[str, Any]) -> str:
 
 
 def judge(variant: Sequence[float], baseline: Sequence[float], better: str) -> tuple[str, float]:
-    """The verdict of ``variant`` against ``baseline`` (``better``: ``min`` or ``max``) and the Welch p-value."""
+    """The verdict of ``variant`` against ``baseline`` (``better``: ``min`` or ``max``) and the Welch p-value.
+
+    No runs on a side: ``not run``; fewer than two seeds on a side: ``untested`` (with the direction in the word:
+    ``untested (direction holds)`` or ``untested (direction opposite)``), since no test can be made.
+
+    Example:
+        >>> judge([1.0], [2.0], "min")
+        ('untested (direction holds)', nan)
+    """
     if not variant or not baseline:
-        return NOT_REPRODUCED, float("nan")
+        return NOT_RUN, float("nan")
+    diff = summarize(variant)["mean"] - summarize(baseline)["mean"]
+    wins = diff < 0 if better == "min" else diff > 0
+    if min(len(variant), len(baseline)) < 2:
+        return f"{NOT_TESTED} (direction {'holds' if wins else 'opposite'})", float("nan")
     p = welch_t_test(variant, baseline)
     if math.isnan(p) or p >= ALPHA:
         return NOT_REPRODUCED, p
-    diff = summarize(variant)["mean"] - summarize(baseline)["mean"]
-    wins = diff < 0 if better == "min" else diff > 0
     return (REPRODUCED if wins else OPPOSITE), p
 
 
@@ -124,7 +137,7 @@ def _values(spec: StudySpec, records: Sequence[RunRecord], variant: str, point: 
 
 
 def _claim_points(spec: StudySpec, claim: ClaimSpec) -> list[dict[str, Any]]:
-    points = spec.points()
+    points = [p for p in spec.points() if spec.includes(claim.variant, p)]
     if claim.point is None:
         return points
     return [p for p in points if all(same_point({k: p.get(k)}, {k: v}) for k, v in claim.point.items())]
@@ -192,7 +205,7 @@ def machine_short(machine: dict[str, Any]) -> str:
 
     Example:
         >>> machine_short({"gpu": None, "cpus": 16, "processor": "x86_64", "torch": "2.4.0"})
-        '16-CPU x86_64, torch 2.4.0'
+        '16-core x86_64, torch 2.4.0'
     """
     if not machine:
         return "unknown"
@@ -200,7 +213,10 @@ def machine_short(machine: dict[str, Any]) -> str:
     if machine.get("gpu"):
         return f"{machine['gpu']}{torch}"
     if "cpus" in machine or "processor" in machine:
-        return f"{machine.get('cpus', '?')}-CPU {machine.get('processor', '?')}{torch}"
+        arch = machine.get("processor") or str(machine.get("platform", "")).split("-")[-3:-2] or ["CPU"]
+        arch = arch[0] if isinstance(arch, list) else arch
+        cpus = f"{machine['cpus']}-core " if machine.get("cpus") else ""
+        return f"{cpus}{arch}{torch}"
     text = str(machine.get("description") or machine.get("note") or "unknown").strip()
     return text.split(" (")[0] if len(text) > 60 else text
 

@@ -112,14 +112,35 @@ class RunLog:
     def has(self, key: str) -> bool:
         return key in self.keys()
 
+    def drop_torn_tail(self) -> bool:
+        """Cuts an unterminated last line (an append that was interrupted; its run is then redone); returns
+        whether there was one. :meth:`read` ignores such a line, but an append after it would bury it mid-file.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     path = pathlib.Path(d) / "demo.jsonl"
+            ...     _ = path.write_text('{"study": "demo"')
+            ...     RunLog(path).drop_torn_tail(), path.read_text()
+            (True, '')
+        """
+        if not self.path.exists():
+            return False
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return False
+        with open(self.path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+        return True
+
     def append(self, record: RunRecord) -> None:
-        """Appends one record as one line, flushed and synced (one writer per log at a time)."""
+        """Appends one record as one line, flushed and synced (one writer per log at a time); a torn last line
+        left by an interrupted append is cut first."""
         if not record.finished:
             record.finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        prefix = "" if not text or text.endswith("\n") else "\n"  # after a torn line, start a fresh one
+        self.drop_torn_tail()
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(prefix + record.to_json() + "\n")
+            handle.write(record.to_json() + "\n")
             handle.flush()
             os.fsync(handle.fileno())

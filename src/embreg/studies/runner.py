@@ -1,6 +1,7 @@
 """Runs a study: every variant at every point of its grid, tuned on the validation split, then its final seeds.
 
-For each variant and each point of ``spec.points()``:
+For each variant and each point of ``spec.points()`` that the variant runs (``spec.cells()``; ``exclude`` rules
+drop the others):
 
 1. **tuning** (when the study has ``tune``): ``grid`` runs every combination of ``tune.space_for(variant)``;
    ``optuna`` runs ``tune.trials`` TPE trials (sampler seed 0, the same for every variant) over ``space`` read as
@@ -57,7 +58,7 @@ from embreg.studies.spec import StudySpec, grid_points, point_overrides
 
 __all__ = ["run_study", "StudyRunError", "LogLockedError", "lock_log", "default_log_path", "Job", "run_overrides",
            "metric_direction", "tune_metric", "tune_seeds", "TuningRow", "tuning_rows", "choose", "final_records",
-           "planned_runs", "same_point", "drop_torn_tail", "execute"]
+           "planned_runs", "same_point", "execute"]
 
 LOWER_IS_BETTER = ("rmse", "mae", "mse", "loss", "logloss", "ppl", "seconds")
 
@@ -261,12 +262,12 @@ def planned_runs(spec: StudySpec) -> int:
         14
     """
     total = 0
-    for variant in spec.variants:
+    for variant, _ in spec.cells():
         per_point = spec.seeds
         if spec.tune is not None:
             settings = len(grid_points(spec.tune.space_for(variant))) if spec.tune.method == "grid" else spec.tune.trials
             per_point += settings * spec.tune.seeds
-        total += per_point * len(spec.points())
+        total += per_point
     return total
 
 
@@ -319,38 +320,6 @@ def lock_log(log_path: str | Path) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.close(fd)
-
-
-def drop_torn_tail(log: RunLog) -> bool:
-    """Removes a torn last line (an append cut short) from ``log``'s file; returns whether there was one.
-
-    :meth:`RunLog.read` ignores such a line, but an append after it would leave it in the middle of the file,
-    where it is an error; the runner therefore cuts it off (holding the log's lock) before it appends.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> with tempfile.TemporaryDirectory() as d:
-        ...     path = pathlib.Path(d) / "demo.jsonl"
-        ...     _ = path.write_text('{"study": "demo"')
-        ...     drop_torn_tail(RunLog(path)), path.read_text()
-        (True, '')
-    """
-    if not log.path.exists():
-        return False
-    text = log.path.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        return False
-    try:
-        RunRecord(**json.loads(lines[-1]))
-        return False
-    except (ValueError, TypeError):
-        from embreg.train.checkpoint import atomic_write_text
-
-        atomic_write_text(log.path, "".join(lines[:-1]))
-        return True
 
 
 # --------------------------------------------------------------------------------------------------- one run
@@ -543,7 +512,7 @@ def _check(spec: StudySpec, extra: Sequence[str]) -> None:
 
     first = spec.seed_start
     for variant, vspec in spec.variants.items():
-        for point in spec.points():
+        for point in [p for p in spec.points() if spec.includes(variant, p)]:
             load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
         if spec.tune is not None and spec.tune.method == "grid":
             for key, values in spec.tune.space_for(variant).items():
@@ -578,9 +547,9 @@ def run_study(spec: StudySpec, log_path: str | Path, *, workers: int = 1, extra_
     log = RunLog(log_path)
     with lock_log(log.path):
         _check(spec, extra)
-        drop_torn_tail(log)
+        log.drop_torn_tail()
         done = {record.key: record for record in log.read()}
-        cells = [_Cell(spec, variant, point, extra, done) for variant in spec.variants for point in spec.points()]
+        cells = [_Cell(spec, variant, point, extra, done) for variant, point in spec.cells()]
         waiting: deque[_Cell] = deque(cells)
         in_flight: dict[Future, tuple[_Cell, Job]] = {}
         failure: tuple[Job | None, BaseException] | None = None

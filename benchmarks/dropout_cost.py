@@ -45,8 +45,10 @@ TECHNIQUES = [  # overrides of the shipped ``lm-dropout`` recipe (Dropout_1)
     ("Dropout_4 + xi (Alg. 4)", ["objective={name: dropout-k, k: 4}", "regularizers=[{name: xi-approx}]"]),
     ("identity Hessian", ["regularizers=[{name: r-approx, form: identity}]"]),
     ("R~_approx (loss Jacobian)", ["regularizers=[{name: r-approx, form: loss_jacobian}]"]),
-    ("no dropout", ["model.dropout.input=0", "model.dropout.hidden=0", "model.dropout.output=0",
-                    "model.dropout.weight=0"]),
+    (
+        "no dropout",
+        ["model.dropout.input=0", "model.dropout.hidden=0", "model.dropout.output=0", "model.dropout.weight=0"],
+    ),
     ("R_approx, textbook autograd form", [f"regularizers=[{R_APPROX}]", "+textbook"]),
     ("R_approx + xi, textbook autograd form", [f"regularizers=[{R_APPROX}, {{name: xi-approx}}]", "+textbook"]),
 ]
@@ -86,8 +88,9 @@ def textbook(model, rule) -> None:
     # ImplicitDropoutNoise then differentiates the loss itself (the model's flag is a read-only property)
     model.__class__ = type("TextbookLSTM", (type(model),), {"loss_is_mean_cross_entropy": False})
     model.unroll = False  # the fused LSTM kernel, whose create-graph backward recomputes the forward pass
-    rule.regularizers = [TextbookExplicit(r) if isinstance(r, ExplicitDropoutRegularizer) else r
-                         for r in rule.regularizers]
+    rule.regularizers = [
+        TextbookExplicit(r) if isinstance(r, ExplicitDropoutRegularizer) else r for r in rule.regularizers
+    ]
 
 
 class SavedBytes:
@@ -122,8 +125,10 @@ def make_step(overrides: list[str], args):
         textbook(model, rule)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(1)
-    batch = {"input": torch.randint(0, args.vocab, (args.batch, args.bptt), generator=g),
-             "target": torch.randint(0, args.vocab, (args.batch, args.bptt), generator=g)}
+    batch = {
+        "input": torch.randint(0, args.vocab, (args.batch, args.bptt), generator=g),
+        "target": torch.randint(0, args.vocab, (args.batch, args.bptt), generator=g),
+    }
 
     def step(counter: SavedBytes | None = None) -> float:
         start = time.perf_counter()
@@ -157,8 +162,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tag", default="")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="output folder (default: %(default)s)")
-    parser.add_argument("--host-note", default="shared 2-core host under load from other jobs",
-                        help="how busy the machine was (recorded with the results)")
+    parser.add_argument(
+        "--host-note",
+        default="shared 2-core host under load from other jobs",
+        help="how busy the machine was (recorded with the results)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     steps = {name: make_step(overrides, args) for name, overrides in TECHNIQUES}
@@ -174,35 +182,60 @@ def main() -> None:
             times[name].append(step())
     base = statistics.median(times["Dropout_1"])
     fastest = min(times["Dropout_1"])
-    rows = [{"technique": name, "median_ms": 1000 * statistics.median(t), "ratio": statistics.median(t) / base,
-             "min_ms": 1000 * min(t), "ratio_min": min(t) / fastest,
-             "ratio_rounds": statistics.median(a / b for a, b in zip(t, times["Dropout_1"])),
-             "saved_mb": memory[name], "times_s": t}
-            for name, t in times.items()]
+    rows = [
+        {
+            "technique": name,
+            "median_ms": 1000 * statistics.median(t),
+            "ratio": statistics.median(t) / base,
+            "min_ms": 1000 * min(t),
+            "ratio_min": min(t) / fastest,
+            "ratio_rounds": statistics.median(a / b for a, b in zip(t, times["Dropout_1"])),
+            "saved_mb": memory[name],
+            "times_s": t,
+        }
+        for name, t in times.items()
+    ]
     threads_env = os.environ.get("OMP_NUM_THREADS")
-    command = ((f"OMP_NUM_THREADS={threads_env} " if threads_env else "") + "python benchmarks/dropout_cost.py "
-               + " ".join(shlex.quote(a) for a in sys.argv[1:])).strip()
-    machine = f"{platform.machine()} CPU ({platform.processor() or 'unknown'}), torch {torch.__version__}, " \
-              f"{args.threads} thread(s), {args.host_note}"
-    payload = {"command": command, "machine": machine, "rows": rows,
-               "args": {**vars(args), "out_dir": str(args.out_dir)}}
+    command = (
+        (f"OMP_NUM_THREADS={threads_env} " if threads_env else "")
+        + "python benchmarks/dropout_cost.py "
+        + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    ).strip()
+    machine = (
+        f"{platform.machine()} CPU ({platform.processor() or 'unknown'}), torch {torch.__version__}, "
+        f"{args.threads} thread(s), {args.host_note}"
+    )
+    payload = {
+        "command": command,
+        "machine": machine,
+        "rows": rows,
+        "args": {**vars(args), "out_dir": str(args.out_dir)},
+    }
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     suffix = f"-{args.tag}" if args.tag else ""
     (out / f"dropout-regularizers-cost{suffix}.json").write_text(json.dumps(payload, indent=1) + "\n")
-    lines = [f"Command: `{command}`", "", f"Machine: {machine}", "",
-             f"Model: {args.layers}-layer LSTM, emb {args.emb}, hidden {args.hidden}, vocab {args.vocab}, "
-             f"batch {args.batch} x bptt {args.bptt}; {args.rounds} interleaved steps each. On a loaded host the "
-             "fastest step (least disturbed) is the better estimate of the intrinsic cost; the median is shown too, "
-             "and the median over rounds of the ratio to that round's Dropout_1 step (steps close in time share "
-             "the load).",
-             "", "| technique | fastest step (ms) | x Dropout_1 (fastest) | median step (ms) | x Dropout_1 (median) "
-             "| x Dropout_1 (median per round) | saved for backward (MiB) | x Dropout_1 |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine}",
+        "",
+        f"Model: {args.layers}-layer LSTM, emb {args.emb}, hidden {args.hidden}, vocab {args.vocab}, "
+        f"batch {args.batch} x bptt {args.bptt}; {args.rounds} interleaved steps each. On a loaded host the "
+        "fastest step (least disturbed) is the better estimate of the intrinsic cost; the median is shown too, "
+        "and the median over rounds of the ratio to that round's Dropout_1 step (steps close in time share "
+        "the load).",
+        "",
+        "| technique | fastest step (ms) | x Dropout_1 (fastest) | median step (ms) | x Dropout_1 (median) "
+        "| x Dropout_1 (median per round) | saved for backward (MiB) | x Dropout_1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     base_mb = memory["Dropout_1"]
-    lines += [f"| {r['technique']} | {r['min_ms']:.0f} | {r['ratio_min']:.2f} | {r['median_ms']:.0f} | "
-              f"{r['ratio']:.2f} | {r['ratio_rounds']:.2f} | {r['saved_mb']:.1f} | {r['saved_mb'] / base_mb:.2f} |"
-              for r in rows]
+    lines += [
+        f"| {r['technique']} | {r['min_ms']:.0f} | {r['ratio_min']:.2f} | {r['median_ms']:.0f} | "
+        f"{r['ratio']:.2f} | {r['ratio_rounds']:.2f} | {r['saved_mb']:.1f} | {r['saved_mb'] / base_mb:.2f} |"
+        for r in rows
+    ]
     # the untagged run's table is the folder's page; tagged runs keep their own markdown next to it
     (out / (f"dropout-regularizers-cost{suffix}.md" if suffix else "README.md")).write_text("\n".join(lines) + "\n")
     if not suffix:
@@ -217,14 +250,26 @@ def write_summary(folder: Path, payload: dict) -> None:
     for technique, (limit, paper) in TARGETS.items():
         r = rows[technique]
         worst = max(r["ratio_min"], r["ratio"], r["ratio_rounds"])
-        claims.append({"claim": f"{technique} costs <= {limit:.1f}x a Dropout_1 step (issue target; {paper})",
-                       "reading": f"{r['ratio_min']:.2f} (fastest) / {r['ratio']:.2f} (median) / "
-                                  f"{r['ratio_rounds']:.2f} (per round) x Dropout_1",
-                       "verdict": "reproduced" if worst <= limit else "not reproduced", "p": None})
-    summary = {"name": "dropout-cost", "title": "Step cost of dropout's explicit and implicit regularisers",
-               "paper": "dropout-explicit-implicit-regularization.txt", "kind": "benchmark", "page": "README.md",
-               "claims": claims, "seeds": None, "machine": {"description": payload["machine"]},
-               "command": payload["command"]}
+        claims.append(
+            {
+                "claim": f"{technique} costs <= {limit:.1f}x a Dropout_1 step (issue target; {paper})",
+                "reading": f"{r['ratio_min']:.2f} (fastest) / {r['ratio']:.2f} (median) / "
+                f"{r['ratio_rounds']:.2f} (per round) x Dropout_1",
+                "verdict": "reproduced" if worst <= limit else "not reproduced",
+                "p": None,
+            }
+        )
+    summary = {
+        "name": "dropout-cost",
+        "title": "Step cost of dropout's explicit and implicit regularisers",
+        "paper": "dropout-explicit-implicit-regularization.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": claims,
+        "seeds": None,
+        "machine": {"description": payload["machine"]},
+        "command": payload["command"],
+    }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

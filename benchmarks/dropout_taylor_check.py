@@ -66,8 +66,13 @@ def main() -> None:
             clean_out, next_state = model.forward_sequence(batch["input"], state)
             clean = model.loss(batch, clean_out).item()
         with torch.no_grad():
-            dropped = sum(float(model.loss(batch, model.forward_sequence(batch["input"], state)[0]))
-                          for _ in range(args.draws)) / args.draws
+            dropped = (
+                sum(
+                    float(model.loss(batch, model.forward_sequence(batch["input"], state)[0]))
+                    for _ in range(args.draws)
+                )
+                / args.draws
+            )
         totals["r_drop"] += dropped - clean
         for structure in ("model", "element"):
             sites = model_sites(model, batch, clean_out, structure)
@@ -80,10 +85,12 @@ def main() -> None:
     means = {k: v / windows for k, v in totals.items()}
     payload = {
         "command": f"python benchmarks/dropout_taylor_check.py {args.run_dir} --windows {args.windows} "
-                   f"--draws {args.draws} --samples {args.samples} --seed {args.seed}",
+        f"--draws {args.draws} --samples {args.samples} --seed {args.seed}",
         "best_epoch": json.loads((run / "metrics.json").read_text()).get("best_epoch"),
         "machine": f"{platform.machine()} CPU, torch {torch.__version__}, 1 thread",
-        "checkpoint": str(run / BEST_CHECKPOINT), "windows": windows, "tokens_per_window": int(batch["input"].numel()),
+        "checkpoint": str(run / BEST_CHECKPOINT),
+        "windows": windows,
+        "tokens_per_window": int(batch["input"].numel()),
         "E[R_drop]": means["r_drop"],
         "E[R_approx] (model sharing)": means["r_approx_model"],
         "E[R_approx] (element, eq. 4.4)": means["r_approx_element"],
@@ -100,14 +107,25 @@ def main() -> None:
 def write_summary(folder: Path, payload: dict) -> None:
     """``folder/summary.json``: the share of R_drop the quadratic term explains (model's own mask sharing)."""
     share = payload["E[R_approx] (model sharing)"] / payload["E[R_drop]"]
-    summary = {"name": "dropout-taylor-check",
-               "title": "Taylor-approximation check of the explicit dropout regulariser",
-               "paper": "dropout-explicit-implicit-regularization.txt", "kind": "benchmark", "page": "README.md",
-               "claims": [{"claim": "The quadratic Taylor term R_approx accounts for > 80% of R_drop (App. A.2)",
-                           "reading": f"{share:.0%} on the Dropout_1 model of `{payload['checkpoint']}` "
-                                      f"(best epoch {payload['best_epoch']})",
-                           "verdict": "reproduced" if share > 0.8 else "not reproduced", "p": None}],
-               "seeds": None, "machine": {"description": payload["machine"]}, "command": payload["command"]}
+    summary = {
+        "name": "dropout-taylor-check",
+        "title": "Taylor-approximation check of the explicit dropout regulariser",
+        "paper": "dropout-explicit-implicit-regularization.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": [
+            {
+                "claim": "The quadratic Taylor term R_approx accounts for > 80% of R_drop (App. A.2)",
+                "reading": f"{share:.0%} on the Dropout_1 model of `{payload['checkpoint']}` "
+                f"(best epoch {payload['best_epoch']})",
+                "verdict": "reproduced" if share > 0.8 else "not reproduced",
+                "p": None,
+            }
+        ],
+        "seeds": None,
+        "machine": {"description": payload["machine"]},
+        "command": payload["command"],
+    }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

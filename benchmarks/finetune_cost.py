@@ -37,9 +37,15 @@ from embreg.recipes import list_recipes, load_recipe
 from embreg.regularizers import StepContext
 from embreg.train.stats import median_interval, target_verdict
 
-LABELS = {"ft-reviews": "FT", "ft-reviews-noise": "FT+Noise", "ft-reviews-l2sp": "L2-SP",
-          "ft-reviews-mixout": "Mixout", "ft-reviews-smart": "SMART", "ft-reviews-r3f": "R3F",
-          "ft-reviews-lnsr": "LNSR"}
+LABELS = {
+    "ft-reviews": "FT",
+    "ft-reviews-noise": "FT+Noise",
+    "ft-reviews-l2sp": "L2-SP",
+    "ft-reviews-mixout": "Mixout",
+    "ft-reviews-smart": "SMART",
+    "ft-reviews-r3f": "R3F",
+    "ft-reviews-lnsr": "LNSR",
+}
 """Table names of the shipped fine-tuning recipes (the stability table's methods), in table order."""
 
 
@@ -71,9 +77,11 @@ def _from_recipe(recipe: str, **arguments: object):
 
 
 # the shipped recipes, then the LNSR recipe at the paper's injection layer (b = 1) and one layer later than its b = 3
-METHODS = {**{name: _from_recipe(recipe) for name, recipe in RECIPES.items()},
-           "LNSR (b=1)": _from_recipe(RECIPES["LNSR"], start_layer=1),
-           "LNSR (b=4)": _from_recipe(RECIPES["LNSR"], start_layer=4)}
+METHODS = {
+    **{name: _from_recipe(recipe) for name, recipe in RECIPES.items()},
+    "LNSR (b=1)": _from_recipe(RECIPES["LNSR"], start_layer=1),
+    "LNSR (b=4)": _from_recipe(RECIPES["LNSR"], start_layer=4),
+}
 TARGETS = {"LNSR": 1.7, "LNSR (b=1)": 1.7, "LNSR (b=4)": 1.7, "R3F": 2.0, "SMART": 3.0, "Mixout": 1.2, "L2-SP": 1.2}
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetune-cost"
 
@@ -114,8 +122,10 @@ def paired_round_ratios(times: list[float], ft_times: list[float], steps: int) -
     """Per round, the method's median step over FT's median step in the same round (rounds are interleaved, so
     each ratio pairs steps taken under the same machine load)."""
     rounds = len(times) // steps
-    return [statistics.median(times[r * steps:(r + 1) * steps]) / statistics.median(ft_times[r * steps:(r + 1) * steps])
-            for r in range(rounds)]
+    return [
+        statistics.median(times[r * steps : (r + 1) * steps]) / statistics.median(ft_times[r * steps : (r + 1) * steps])
+        for r in range(rounds)
+    ]
 
 
 def _status_mib(field: str) -> float:
@@ -138,8 +148,20 @@ def peak_memory(method: str, args: argparse.Namespace) -> tuple[float, float]:
 
     A fresh process, because the peak-RSS counters of Linux are per process (``VmHWM`` restarts at ``exec``).
     """
-    command = [sys.executable, __file__, "--memory-only", method, "--threads", str(args.threads),
-               "--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--steps", str(args.steps)]
+    command = [
+        sys.executable,
+        __file__,
+        "--memory-only",
+        method,
+        "--threads",
+        str(args.threads),
+        "--batch-size",
+        str(args.batch_size),
+        "--max-length",
+        str(args.max_length),
+        "--steps",
+        str(args.steps),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     peak, before = (float(v) for v in result.stdout.strip().splitlines()[-1].split())
     return peak, peak - before
@@ -154,10 +176,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--memory-only", choices=sorted(METHODS), help=argparse.SUPPRESS)
     parser.add_argument("--no-memory", action="store_true", help="skip the per-method memory processes")
-    parser.add_argument("--host-note", default="other jobs may have shared the cores",
-                        help="how busy the machine was (recorded with the results)")
-    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), metavar="METHOD",
-                        help="time only these methods (FT is always timed: the ratios are to it)")
+    parser.add_argument(
+        "--host-note",
+        default="other jobs may have shared the cores",
+        help="how busy the machine was (recorded with the results)",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=sorted(METHODS),
+        metavar="METHOD",
+        help="time only these methods (FT is always timed: the ratios are to it)",
+    )
     parser.add_argument("--out-dir", type=Path, default=OUT, help="output folder (default: %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -186,39 +216,59 @@ def main() -> None:
         median = statistics.median(times[name])
         round_ratios = paired_round_ratios(times[name], times["FT"], args.steps)
         low, high = median_interval(round_ratios)
-        rows[name] = {"median_step_seconds": median, "ratio_to_FT": median / base_time, "target": TARGETS.get(name),
-                      "round_ratios": round_ratios, "ratio_ci95": [low, high],
-                      "verdict": target_verdict(low, high, TARGETS.get(name)), "step_seconds": times[name]}
+        rows[name] = {
+            "median_step_seconds": median,
+            "ratio_to_FT": median / base_time,
+            "target": TARGETS.get(name),
+            "round_ratios": round_ratios,
+            "ratio_ci95": [low, high],
+            "verdict": target_verdict(low, high, TARGETS.get(name)),
+            "step_seconds": times[name],
+        }
     if not args.no_memory:
         for name in chosen:
             rows[name]["peak_rss_mib"], rows[name]["step_memory_mib"] = peak_memory(name, args)
-    machine = (f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
-               f"run {started}-{_utc_now()} UTC")
+    machine = (
+        f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
+        f"run {started}-{_utc_now()} UTC"
+    )
     command = "python benchmarks/finetune_cost.py " + " ".join(sys.argv[1:])
-    record = {"command": command, "machine": machine, "host_note": args.host_note,
-              "batch": [args.batch_size, args.max_length],
-              "model": "all-minilm-l6-v2", "methods": rows}
+    record = {
+        "command": command,
+        "machine": machine,
+        "host_note": args.host_note,
+        "batch": [args.batch_size, args.max_length],
+        "model": "all-minilm-l6-v2",
+        "methods": rows,
+    }
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "finetuning-stability-cost.json").write_text(json.dumps(record, indent=2) + "\n")
-    lines = ["# Fine-tuning regularisers: cost per step", "",
-             f"Command: `{command}`  ", f"Machine: {machine}; {args.host_note}; all-MiniLM-L6-v2, batch {args.batch_size} x "
-             f"{args.max_length} tokens, AdamW, one full step (forward, penalty, backward, clip, update); "
-             f"{args.rounds} interleaved rounds x {args.steps} steps per method.", "",
-             "Ratio: median step over FT's median step. Per-round ratio: the median over rounds of each round's "
-             "ratio (steps paired by round), with its 95 % bootstrap interval; the verdict is *met* when the whole "
-             "interval is at or under the target, *missed* when it is all above, *at limit* otherwise.", "",
-             "| method | median step (s) | ratio to FT | per-round ratio [95 % interval] | target | verdict | "
-             "peak RSS (MiB) | added by the steps (MiB) |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]
+    lines = [
+        "# Fine-tuning regularisers: cost per step",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {machine}; {args.host_note}; all-MiniLM-L6-v2, batch {args.batch_size} x "
+        f"{args.max_length} tokens, AdamW, one full step (forward, penalty, backward, clip, update); "
+        f"{args.rounds} interleaved rounds x {args.steps} steps per method.",
+        "",
+        "Ratio: median step over FT's median step. Per-round ratio: the median over rounds of each round's "
+        "ratio (steps paired by round), with its 95 % bootstrap interval; the verdict is *met* when the whole "
+        "interval is at or under the target, *missed* when it is all above, *at limit* otherwise.",
+        "",
+        "| method | median step (s) | ratio to FT | per-round ratio [95 % interval] | target | verdict | "
+        "peak RSS (MiB) | added by the steps (MiB) |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
     for name, row in rows.items():
         target = f"<= {row['target']}x" if row["target"] else "—"
-        memory = (f"{row['peak_rss_mib']:.0f} | {row['step_memory_mib']:.0f}" if "peak_rss_mib" in row
-                  else "— | —")
+        memory = f"{row['peak_rss_mib']:.0f} | {row['step_memory_mib']:.0f}" if "peak_rss_mib" in row else "— | —"
         low, high = row["ratio_ci95"]
-        lines.append(f"| {name} | {row['median_step_seconds']:.3f} | {row['ratio_to_FT']:.2f} | "
-                     f"{statistics.median(row['round_ratios']):.2f} [{low:.2f}, {high:.2f}] | {target} | "
-                     f"{row['verdict']} | {memory} |")
+        lines.append(
+            f"| {name} | {row['median_step_seconds']:.3f} | {row['ratio_to_FT']:.2f} | "
+            f"{statistics.median(row['round_ratios']):.2f} [{low:.2f}, {high:.2f}] | {target} | "
+            f"{row['verdict']} | {memory} |"
+        )
     (out / "README.md").write_text("\n".join(lines) + "\n")  # the folder's page is the table
     write_summary(out, record)
     print("\n".join(lines))
@@ -234,13 +284,26 @@ def write_summary(folder: Path, record: dict) -> None:
         if row.get("target") is None:
             continue
         low, high = row["ratio_ci95"]
-        claims.append({"claim": f"{name} costs <= {row['target']}x a plain fine-tuning step (issue target)",
-                       "reading": f"{row['ratio_to_FT']:.2f}x (per-round median "
-                                  f"{statistics.median(row['round_ratios']):.2f}, 95% interval [{low:.2f}, {high:.2f}])",
-                       "verdict": VERDICTS.get(row["verdict"], row["verdict"]), "p": None})
-    summary = {"name": "finetune-cost", "title": "Fine-tuning step cost of LNSR and the stability baselines",
-               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md", "claims": claims,
-               "seeds": None, "machine": {"description": record["machine"]}, "command": record["command"]}
+        claims.append(
+            {
+                "claim": f"{name} costs <= {row['target']}x a plain fine-tuning step (issue target)",
+                "reading": f"{row['ratio_to_FT']:.2f}x (per-round median "
+                f"{statistics.median(row['round_ratios']):.2f}, 95% interval [{low:.2f}, {high:.2f}])",
+                "verdict": VERDICTS.get(row["verdict"], row["verdict"]),
+                "p": None,
+            }
+        )
+    summary = {
+        "name": "finetune-cost",
+        "title": "Fine-tuning step cost of LNSR and the stability baselines",
+        "paper": "lnsr-noise-stability-bert.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": claims,
+        "seeds": None,
+        "machine": {"description": record["machine"]},
+        "command": record["command"],
+    }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

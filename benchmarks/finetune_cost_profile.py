@@ -103,32 +103,51 @@ def main() -> None:
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     machine = f"{platform.machine()}, {args.threads} torch thread(s), torch {torch.__version__}, load average {load}"
-    command = "python benchmarks/finetune_cost_profile.py " + " ".join(f"'{a}'" if " " in a else a
-                                                                        for a in sys.argv[1:])
+    command = "python benchmarks/finetune_cost_profile.py " + " ".join(
+        f"'{a}'" if " " in a else a for a in sys.argv[1:]
+    )
     record = {"command": command, "machine": machine, "rounds": args.rounds, "methods": rows, "samples": samples}
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "finetuning-stability-profile.json").write_text(json.dumps(record, indent=2) + "\n")
-    lines = ["# Fine-tuning regularisers: where the step time goes", "",
-             f"Command: `{command}`  ", f"Machine: {machine}; all-MiniLM-L6-v2, batch {args.batch_size} x {args.max_length} tokens, AdamW, one "
-             f"full step; median over {args.rounds} interleaved profiled steps per method (torch.profiler self CPU "
-             "time).", "",
-             "| method | step (s, profiled) | ratio to FT | matmul (s) | matmul share | dropout masks (s) | "
-             "optimizer (s) | other (s) | matmul-only lower bound on the ratio | target |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Fine-tuning regularisers: where the step time goes",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {machine}; all-MiniLM-L6-v2, batch {args.batch_size} x {args.max_length} tokens, AdamW, one "
+        f"full step; median over {args.rounds} interleaved profiled steps per method (torch.profiler self CPU "
+        "time).",
+        "",
+        "| method | step (s, profiled) | ratio to FT | matmul (s) | matmul share | dropout masks (s) | "
+        "optimizer (s) | other (s) | matmul-only lower bound on the ratio | target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in rows.items():
         target = f"<= {r['target']}x" if r["target"] else "—"
-        lines.append(f"| {name} | {r['profiled_total']:.2f} | {r['ratio_to_FT']:.2f} | {r['matmul']:.2f} | "
-                     f"{r['matmul_share']:.0%} | {r['dropout_rng']:.2f} | {r['optimizer_step']:.2f} | "
-                     f"{r['other']:.2f} | {r['matmul_lower_bound_ratio']:.2f} | {target} |")
-    lines += ["", "The lower bound counts only the extra matrix products a method's definition requires (its extra "
-              "forward and backward through layers b..L); every other part of the step would have to cost nothing "
-              "to reach it.", ""]
+        lines.append(
+            f"| {name} | {r['profiled_total']:.2f} | {r['ratio_to_FT']:.2f} | {r['matmul']:.2f} | "
+            f"{r['matmul_share']:.0%} | {r['dropout_rng']:.2f} | {r['optimizer_step']:.2f} | "
+            f"{r['other']:.2f} | {r['matmul_lower_bound_ratio']:.2f} | {target} |"
+        )
+    lines += [
+        "",
+        "The lower bound counts only the extra matrix products a method's definition requires (its extra "
+        "forward and backward through layers b..L); every other part of the step would have to cost nothing "
+        "to reach it.",
+        "",
+    ]
     (out / "README.md").write_text("\n".join(lines))  # the folder's page is the table
-    summary = {"name": "finetune-cost-profile", "title": "Profile of the LNSR / R3F / SMART fine-tuning step",
-               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md",
-               "claims": [],  # an explanation of finetune-cost's ratios; the cost targets are claimed there
-               "seeds": None, "machine": {"description": machine}, "command": command}
+    summary = {
+        "name": "finetune-cost-profile",
+        "title": "Profile of the LNSR / R3F / SMART fine-tuning step",
+        "paper": "lnsr-noise-stability-bert.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": [],  # an explanation of finetune-cost's ratios; the cost targets are claimed there
+        "seeds": None,
+        "machine": {"description": machine},
+        "command": command,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print("\n".join(lines))
 

@@ -32,8 +32,13 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetuning-noi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--run", action="append", default=[], metavar="NAME=DIR",
-                        help="a fine-tuned run directory holding best.safetensors (repeatable)")
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a fine-tuned run directory holding best.safetensors (repeatable)",
+    )
     parser.add_argument("--examples", type=int, default=64, help="test reviews to average over")
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--ratio", type=float, default=0.05)
@@ -45,7 +50,7 @@ def main() -> None:
     torch.manual_seed(0)
     model, tokenizer = EncoderClassifier.from_pretrained("all-minilm-l6-v2", 2)
     task = load_reviews("binary", train_size=1000, valid_size=500, test_size=1000)
-    batch = encode_texts(tokenizer, task.texts["test"][:args.examples], args.max_length)
+    batch = encode_texts(tokenizer, task.texts["test"][: args.examples], args.max_length)
     curves = {"pretrained": noise_attenuation(model, batch, ratio=args.ratio, repeats=args.repeats)}
     for spec in args.run:
         name, _, directory = spec.partition("=")
@@ -56,15 +61,33 @@ def main() -> None:
     machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)"
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    save_attenuation(curves, out / "finetuning-stability-attenuation.json", command=command, machine=machine,
-                     ratio=args.ratio, examples=args.examples, max_length=args.max_length, repeats=args.repeats)
-    plot_attenuation(curves, out / "finetuning-stability-attenuation.png",
-                     title=f"all-MiniLM-L6-v2, {args.examples} test reviews: noise of {args.ratio:.0%} of a layer's "
-                           "output norm, relative change at later layers")
-    summary = {"name": "finetuning-noise-attenuation", "title": "Noise attenuation through MiniLM (LNSR paper Fig. 1)",
-               "paper": "lnsr-noise-stability-bert.txt", "kind": "benchmark", "page": "README.md",
-               "claims": [],  # a figure to read, no claim with a verdict
-               "seeds": None, "machine": {"description": machine}, "command": command}
+    save_attenuation(
+        curves,
+        out / "finetuning-stability-attenuation.json",
+        command=command,
+        machine=machine,
+        ratio=args.ratio,
+        examples=args.examples,
+        max_length=args.max_length,
+        repeats=args.repeats,
+    )
+    plot_attenuation(
+        curves,
+        out / "finetuning-stability-attenuation.png",
+        title=f"all-MiniLM-L6-v2, {args.examples} test reviews: noise of {args.ratio:.0%} of a layer's "
+        "output norm, relative change at later layers",
+    )
+    summary = {
+        "name": "finetuning-noise-attenuation",
+        "title": "Noise attenuation through MiniLM (LNSR paper Fig. 1)",
+        "paper": "lnsr-noise-stability-bert.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": [],  # a figure to read, no claim with a verdict
+        "seeds": None,
+        "machine": {"description": machine},
+        "command": command,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     for name, c in curves.items():
         print(name)

@@ -80,8 +80,9 @@ class PerBlockTables(nn.Module):
         super().__init__()
         blocks = md.blocks
         self.weights = nn.ParameterList(nn.Parameter(b.weight.detach().clone()) for b in blocks)
-        self.block_projections = [None if b.projection is None else nn.Parameter(b.projection.detach().clone())
-                                  for b in blocks]
+        self.block_projections = [
+            None if b.projection is None else nn.Parameter(b.projection.detach().clone()) for b in blocks
+        ]
         self.projections = nn.ParameterList(p for p in self.block_projections if p is not None)
         self.positions, self.offsets, self.sparse, self.lookup = md.positions, md.offsets, md.sparse, lookup
 
@@ -91,14 +92,21 @@ class PerBlockTables(nn.Module):
 
 def _reference_lookup(tables: PerBlockTables, ids: torch.Tensor) -> torch.Tensor:
     """The per-block reference lookup (one gather and matmul and their autograd nodes per block)."""
-    return mixed_dimension_lookup_reference(tables.positions(ids), list(tables.weights), tables.block_projections,
-                                            tables.offsets, sparse=tables.sparse)
+    return mixed_dimension_lookup_reference(
+        tables.positions(ids), list(tables.weights), tables.block_projections, tables.offsets, sparse=tables.sparse
+    )
 
 
 def _tensor_op_lookup(tables: PerBlockTables, ids: torch.Tensor) -> torch.Tensor:
     """The one-node tensor-op lookup over per-block parameters (the layer's path before the kernel)."""
-    out = _MixedDimensionLookup.apply(tables.positions(ids).reshape(-1), tables.offsets, tables.sparse,
-                                      len(tables.weights), *tables.weights, *tables.block_projections)
+    out = _MixedDimensionLookup.apply(
+        tables.positions(ids).reshape(-1),
+        tables.offsets,
+        tables.sparse,
+        len(tables.weights),
+        *tables.weights,
+        *tables.block_projections,
+    )
     return out.reshape(*ids.shape, -1)
 
 
@@ -150,11 +158,17 @@ def optimizers(module: nn.Module, kind: str) -> list[torch.optim.Optimizer]:
     table_ids = {id(p) for p in tables}
     others = [p for p in module.parameters() if id(p) not in table_ids]
     return ([torch.optim.SparseAdam(tables, lr=1e-3)] if tables else []) + (
-        [torch.optim.Adam(others, lr=1e-3)] if others else [])
+        [torch.optim.Adam(others, lr=1e-3)] if others else []
+    )
 
 
-def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss: Loss,
-         optimizers_: list[torch.optim.Optimizer]) -> None:
+def step(
+    module: nn.Module,
+    params: list[nn.Parameter],
+    ids: torch.Tensor,
+    loss: Loss,
+    optimizers_: list[torch.optim.Optimizer],
+) -> None:
     loss(module(ids)).backward()
     for optimizer in optimizers_:
         optimizer.step()
@@ -162,9 +176,14 @@ def step(module: nn.Module, params: list[nn.Parameter], ids: torch.Tensor, loss:
         p.grad = None
 
 
-def time_configs(modules: dict[str, nn.Module], batches: list[torch.Tensor], reps: int, warmup: int,
-                 loss: Loss, optimizer: str = "none"
-                 ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[int]]]:
+def time_configs(
+    modules: dict[str, nn.Module],
+    batches: list[torch.Tensor],
+    reps: int,
+    warmup: int,
+    loss: Loss,
+    optimizer: str = "none",
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[int]]]:
     """Wall and thread-CPU seconds and minor page faults per step, per configuration."""
     wall = {name: [] for name in modules}
     cpu = {name: [] for name in modules}
@@ -207,8 +226,19 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: float, reps: int, warmup: int,
-          loss: Loss, optimizer: str = "none", projected: bool = False) -> list[dict]:
+def speed(
+    rows: int,
+    dim: int,
+    batch: int,
+    alpha: float,
+    blocks: int,
+    exponent: float,
+    reps: int,
+    warmup: int,
+    loss: Loss,
+    optimizer: str = "none",
+    projected: bool = False,
+) -> list[dict]:
     counts = zipf_counts(rows, exponent)
     batches = [sample_ids(counts, batch, seed) for seed in range(8)]
     out = []
@@ -216,10 +246,13 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         torch.manual_seed(0)
         md = md_embedding(counts, num_blocks=blocks, alpha=alpha, base_dim=dim, sparse=sparse)
         eq_dim = max(1, round(md.num_parameters / rows))
-        modules = {f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse), "md": md,
-                   f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
-                   "md-torch": PerBlockTables(md, _tensor_op_lookup),
-                   "md-reference": PerBlockTables(md, _reference_lookup)}
+        modules = {
+            f"uniform@{dim}": nn.Embedding(rows, dim, sparse=sparse),
+            "md": md,
+            f"uniform@{eq_dim}": nn.Embedding(rows, eq_dim, sparse=sparse),
+            "md-torch": PerBlockTables(md, _tensor_op_lookup),
+            "md-reference": PerBlockTables(md, _reference_lookup),
+        }
         projected_name = None
         if projected:
             p_dim = max(1, round(md.num_parameters / (rows + dim)))
@@ -231,13 +264,22 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
         rows_out = {}
         for name, module in modules.items():
             inner = md if name.startswith("md") else module
-            rows_out[name] = {"rows": rows, "base_dim": dim, "batch": batch, "sparse": sparse, "layer": name,
-                              "parameters": sum(p.numel() for p in module.parameters()),
-                              "dims": list(getattr(inner, "block_dims", [inner.embedding_dim])),
-                              "median_s": medians[name], "ids_per_s": batch / medians[name],
-                              "cpu_median_s": cpu_medians[name], "cpu_ids_per_s": batch / cpu_medians[name],
-                              "times_s": wall[name], "cpu_times_s": cpu[name],
-                              "page_faults_per_step": statistics.mean(faults[name])}
+            rows_out[name] = {
+                "rows": rows,
+                "base_dim": dim,
+                "batch": batch,
+                "sparse": sparse,
+                "layer": name,
+                "parameters": sum(p.numel() for p in module.parameters()),
+                "dims": list(getattr(inner, "block_dims", [inner.embedding_dim])),
+                "median_s": medians[name],
+                "ids_per_s": batch / medians[name],
+                "cpu_median_s": cpu_medians[name],
+                "cpu_ids_per_s": batch / cpu_medians[name],
+                "times_s": wall[name],
+                "cpu_times_s": cpu[name],
+                "page_faults_per_step": statistics.mean(faults[name]),
+            }
         for name in ("md", "md-torch", "md-reference"):
             for clock, key in (("", "median_s"), ("cpu_", "cpu_median_s")):
                 rows_out[name][clock + "vs_same_base_dim"] = rows_out[f"uniform@{dim}"][key] / rows_out[name][key]
@@ -248,7 +290,8 @@ def speed(rows: int, dim: int, batch: int, alpha: float, blocks: int, exponent: 
             rows_out[name]["paired_vs_same_base_dim"] = paired_throughput_ratio(cpu[f"uniform@{dim}"], cpu[name])
         if projected_name is not None:
             rows_out["md"]["paired_vs_projected_same_budget"] = paired_throughput_ratio(
-                cpu[projected_name], cpu["md"], target=1.0)
+                cpu[projected_name], cpu["md"], target=1.0
+            )
         out.extend(rows_out.values())
     return out
 
@@ -261,15 +304,25 @@ def paired_throughput_ratio(baseline_s: list[float], layer_s: list[float], targe
     ratios = [b / t for b, t in zip(baseline_s, layer_s)]
     # target_verdict checks a cost ratio against an upper bound: time ratio <= 1 / target
     low, high = median_interval([1 / r for r in ratios])
-    return {"median": statistics.median(ratios), "low": 1 / high, "high": 1 / low,
-            "verdict": target_verdict(low, high, 1 / target), "rounds": len(ratios), "target": target}
+    return {
+        "median": statistics.median(ratios),
+        "low": 1 / high,
+        "high": 1 / low,
+        "verdict": target_verdict(low, high, 1 / target),
+        "rounds": len(ratios),
+        "target": target,
+    }
 
 
 def paired_rows(results: list[dict], key: str) -> list[str]:
     """Markdown table rows (rows, grad, layer, median, interval, verdict) of the results that carry the paired
     ratio ``key``."""
-    return [f"| {r['rows']:,} | {'sparse' if r['sparse'] else 'dense'} | {r['layer']} | {r[key]['median']:.2f}x | "
-            f"[{r[key]['low']:.2f}x, {r[key]['high']:.2f}x] | {r[key]['verdict']} |" for r in results if key in r]
+    return [
+        f"| {r['rows']:,} | {'sparse' if r['sparse'] else 'dense'} | {r['layer']} | {r[key]['median']:.2f}x | "
+        f"[{r[key]['low']:.2f}x, {r[key]['high']:.2f}x] | {r[key]['verdict']} |"
+        for r in results
+        if key in r
+    ]
 
 
 def memory(rows: int, dim: int, alpha: float, blocks: int, exponent: float) -> list[dict]:
@@ -286,8 +339,9 @@ def memory(rows: int, dim: int, alpha: float, blocks: int, exponent: float) -> l
         module(ids).sum().backward()
         optimizer.step()
         report = memory_report(module, optimizer)
-        report.update({"layer": name, "rows": rows, "base_dim": dim,
-                       "dims": list(getattr(module, "block_dims", [dim]))})
+        report.update(
+            {"layer": name, "rows": rows, "base_dim": dim, "dims": list(getattr(module, "block_dims", [dim]))}
+        )
         out.append(report)
         del module, optimizer
     return out
@@ -304,16 +358,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--loss", choices=("sum", "random"), default="sum",
-                        help="what each step backpropagates (see Loss): out.sum() or (out * W).sum()")
-    parser.add_argument("--optimizer", choices=("none", "adam"), default="none",
-                        help="none: a step is forward + backward; adam: plus an optimizer step (SparseAdam for "
-                             "sparse tables, Adam for the rest; see optimizers())")
-    parser.add_argument("--kernel", choices=("auto", "off", "on"), default="on",
-                        help="EMBREG_MD_KERNEL for the md row (default on: fail rather than time the fallback)")
-    parser.add_argument("--projected", action="store_true",
-                        help="also time projected@p: one table at MD's parameter budget projected to the base "
-                             "dimension (same budget, same output), with MD's paired ratio against it")
+    parser.add_argument(
+        "--loss",
+        choices=("sum", "random"),
+        default="sum",
+        help="what each step backpropagates (see Loss): out.sum() or (out * W).sum()",
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=("none", "adam"),
+        default="none",
+        help="none: a step is forward + backward; adam: plus an optimizer step (SparseAdam for "
+        "sparse tables, Adam for the rest; see optimizers())",
+    )
+    parser.add_argument(
+        "--kernel",
+        choices=("auto", "off", "on"),
+        default="on",
+        help="EMBREG_MD_KERNEL for the md row (default on: fail rather than time the fallback)",
+    )
+    parser.add_argument(
+        "--projected",
+        action="store_true",
+        help="also time projected@p: one table at MD's parameter budget projected to the base "
+        "dimension (same budget, same output), with MD's paired ratio against it",
+    )
     parser.add_argument("--memory-rows", type=int, default=10_000_000)
     parser.add_argument("--memory-dim", type=int, default=32)
     parser.add_argument("--note", default="", help="free text about the machine's state, kept in the JSON")
@@ -324,58 +393,108 @@ def main(argv: list[str] | None = None) -> int:
     backend = "cpp kernel" if fused_kernel() is not None else "tensor ops"
     results = {"speed": [], "memory": []}
     for rows in args.rows:
-        results["speed"].extend(speed(rows, args.dim, args.batch, args.alpha, args.blocks, args.exponent,
-                                      args.reps, args.warmup, Loss(args.loss), args.optimizer, args.projected))
+        results["speed"].extend(
+            speed(
+                rows,
+                args.dim,
+                args.batch,
+                args.alpha,
+                args.blocks,
+                args.exponent,
+                args.reps,
+                args.warmup,
+                Loss(args.loss),
+                args.optimizer,
+                args.projected,
+            )
+        )
     if args.memory_rows:
         results["memory"] = memory(args.memory_rows, args.memory_dim, args.alpha, args.blocks, args.exponent)
     allocator = {name: os.environ[name] for name in ALLOCATOR_VARIABLES if name in os.environ}
-    command = " ".join([*(f"{name}={value}" for name, value in allocator.items()), "python",
-                        shlex.join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])])
+    command = " ".join(
+        [
+            *(f"{name}={value}" for name, value in allocator.items()),
+            "python",
+            shlex.join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        ]
+    )
     results["command"] = command
-    results["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                          "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__, "gpu": None,
-                          "md_backend": backend, "loss": args.loss, "optimizer": args.optimizer, "note": args.note,
-                          "allocator_environment": allocator}
-    lines = [f"<!-- generated by: {command} -->", "",
-             "Throughput: ids per second of forward + backward"
-             + (" + optimizer step (SparseAdam for sparse tables, Adam for the rest)"
-                if args.optimizer == "adam" else "")
-             + ", median over steps; wall clock / thread CPU time. "
-             "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
-             f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup. "
-             f"Each step backpropagates `{'out.sum()' if args.loss == 'sum' else '(out * W).sum()'}`.", "",
-             "Page faults: minor page faults per step, mean (fresh memory touched; see `minor_page_faults`).", "",
-             "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | page faults | "
-             "vs same base dim (wall / CPU) | vs same budget (wall / CPU) | vs md-reference (wall / CPU) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    results["machine"] = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "gpu": None,
+        "md_backend": backend,
+        "loss": args.loss,
+        "optimizer": args.optimizer,
+        "note": args.note,
+        "allocator_environment": allocator,
+    }
+    lines = [
+        f"<!-- generated by: {command} -->",
+        "",
+        "Throughput: ids per second of forward + backward"
+        + (" + optimizer step (SparseAdam for sparse tables, Adam for the rest)" if args.optimizer == "adam" else "")
+        + ", median over steps; wall clock / thread CPU time. "
+        "Ratios: the layer's throughput over the uniform layer's (> 1: faster). "
+        f"`md` runs the {backend}; `md-torch` the tensor-op node, `md-reference` the per-block lookup. "
+        f"Each step backpropagates `{'out.sum()' if args.loss == 'sum' else '(out * W).sum()'}`.",
+        "",
+        "Page faults: minor page faults per step, mean (fresh memory touched; see `minor_page_faults`).",
+        "",
+        "| rows | grad | layer | params | dims | ids/s wall | ids/s CPU | page faults | "
+        "vs same base dim (wall / CPU) | vs same budget (wall / CPU) | vs md-reference (wall / CPU) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["speed"]:
         dims = r["dims"] if len(r["dims"]) <= 8 else r["dims"][:8] + ["..."]
         ratio1 = f"{r['vs_same_base_dim']:.2f}x / {r['cpu_vs_same_base_dim']:.2f}x" if "vs_same_base_dim" in r else ""
         ratio2 = f"{r['vs_same_budget']:.2f}x / {r['cpu_vs_same_budget']:.2f}x" if "vs_same_budget" in r else ""
-        ratio3 = (f"{r['speedup_vs_reference']:.2f}x / {r['cpu_speedup_vs_reference']:.2f}x"
-                  if "speedup_vs_reference" in r else "")
+        ratio3 = (
+            f"{r['speedup_vs_reference']:.2f}x / {r['cpu_speedup_vs_reference']:.2f}x"
+            if "speedup_vs_reference" in r
+            else ""
+        )
         grad = "sparse" if r["sparse"] else "dense"
-        lines.append(f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | {dims} | "
-                     f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | "
-                     f"{r['page_faults_per_step']:.0f} | {ratio1} | {ratio2} | {ratio3} |")
-    lines += ["", "Target check (MD throughput >= 0.7x `nn.Embedding` at the same base dimension): per-round ratio of "
-              "thread-CPU step times (each round times every configuration once, in a shuffled order, so a "
-              "round's two steps are close in time), median and 95 % bootstrap interval over the rounds.", "",
-              "| rows | grad | layer | median | 95 % interval | verdict |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['rows']:,} | {grad} | {r['layer']} | {r['parameters']:,} | {dims} | "
+            f"{r['ids_per_s'] / 1e6:.2f} M | {r['cpu_ids_per_s'] / 1e6:.2f} M | "
+            f"{r['page_faults_per_step']:.0f} | {ratio1} | {ratio2} | {ratio3} |"
+        )
+    lines += [
+        "",
+        "Target check (MD throughput >= 0.7x `nn.Embedding` at the same base dimension): per-round ratio of "
+        "thread-CPU step times (each round times every configuration once, in a shuffled order, so a "
+        "round's two steps are close in time), median and 95 % bootstrap interval over the rounds.",
+        "",
+        "| rows | grad | layer | median | 95 % interval | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     lines += paired_rows(results["speed"], "paired_vs_same_base_dim")
     if any("paired_vs_projected_same_budget" in r for r in results["speed"]):
-        lines += ["", "Same budget, same output (MD throughput >= 1.0x a single table at MD's parameter budget "
-                  "projected to the base dimension, `projected@p`): per-round paired ratio as above.", "",
-                  "| rows | grad | layer | median | 95 % interval | verdict |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Same budget, same output (MD throughput >= 1.0x a single table at MD's parameter budget "
+            "projected to the base dimension, `projected@p`): per-round paired ratio as above.",
+            "",
+            "| rows | grad | layer | median | 95 % interval | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
         lines += paired_rows(results["speed"], "paired_vs_projected_same_budget")
     if results["memory"]:
-        lines += ["", "| layer | rows | dims | parameters | parameter bytes | buffer bytes | Adam state bytes "
-                  "| total |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| layer | rows | dims | parameters | parameter bytes | buffer bytes | Adam state bytes | total |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for m in results["memory"]:
-            lines.append(f"| {m['layer']} | {m['rows']:,} | {m['dims']} | {m['parameters']:,} | "
-                         f"{m['parameter_bytes']:,} | {m['buffer_bytes']:,} | {m['optimizer_bytes']:,} | "
-                         f"{m['total_bytes']:,} |")
+            lines.append(
+                f"| {m['layer']} | {m['rows']:,} | {m['dims']} | {m['parameters']:,} | "
+                f"{m['parameter_bytes']:,} | {m['buffer_bytes']:,} | {m['optimizer_bytes']:,} | "
+                f"{m['total_bytes']:,} |"
+            )
     table = "\n".join(lines) + "\n"
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

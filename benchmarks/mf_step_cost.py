@@ -35,8 +35,10 @@ from embreg.train.optim import optimizer_factory
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "mf-step-cost"
 SSE_SE = ["index_transforms.user={name: sse-se, p: 0.01}", "index_transforms.item={name: sse-se, p: 0.01}"]
 # SSE-Graph on items (ML-100k knowledge graph, rho 100), SSE-SE on users (users have no graph)
-SSE_GRAPH = ["index_transforms.user={name: sse-se, p: 0.01}",
-             "index_transforms.item={name: sse-graph, p: 0.01, rho: 100.0, graph: kg}"]
+SSE_GRAPH = [
+    "index_transforms.user={name: sse-se, p: 0.01}",
+    "index_transforms.item={name: sse-graph, p: 0.01, rho: 100.0, graph: kg}",
+]
 VARIANTS = {  # name -> (recipe overrides, SSE CPU backend: EMBREG_SSE_KERNEL while the variant's steps run)
     "plain": ([], "off"),
     "sse-se": (SSE_SE, "on"),
@@ -83,8 +85,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5, help="full epochs timed per variant")
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--out-json", default=str(RESULTS / "mf-step-cost.json"),
-                        help="JSON record; summary.json is rebuilt in its folder (default: %(default)s)")
+    parser.add_argument(
+        "--out-json",
+        default=str(RESULTS / "mf-step-cost.json"),
+        help="JSON record; summary.json is rebuilt in its folder (default: %(default)s)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -95,9 +100,9 @@ def main() -> None:
             step(batch)
     per_step = {name: [] for name in VARIANTS}
     for r in range(args.rounds):
-        chosen = batches[(r * args.steps) % len(batches):][: args.steps]
+        chosen = batches[(r * args.steps) % len(batches) :][: args.steps]
         names = list(steps)
-        names = names[r % len(names):] + names[: r % len(names)]  # rotate, so no variant always follows the same one
+        names = names[r % len(names) :] + names[: r % len(names)]  # rotate, so no variant always follows the same one
         for batch in chosen:  # variants take turns step by step; each step is timed on its own
             for name in names:
                 step = steps[name][0]
@@ -114,10 +119,14 @@ def main() -> None:
 
     median_step = {name: statistics.median(v) for name, v in per_step.items()}
     result = {
-        "command": "python benchmarks/mf_step_cost.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out_json"),
-        "machine": {"cpus": os.cpu_count(), "threads": args.threads, "platform": platform.platform(),
-                    "torch": torch.__version__},
+        "command": "python benchmarks/mf_step_cost.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out_json"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "threads": args.threads,
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+        },
         "median_step_ms": {k: v * 1e3 for k, v in median_step.items()},
         "step_ratio_vs_plain": {k: v / median_step["plain"] for k, v in median_step.items()},
         "median_epoch_seconds": {k: statistics.median(v) for k, v in epoch_seconds.items()},
@@ -127,8 +136,10 @@ def main() -> None:
     print("| variant | median step (ms) | step / plain step | median epoch (s) |")
     print("|---|---|---|---|")
     for name in VARIANTS:
-        print(f"| {name} | {result['median_step_ms'][name]:.3f} | {result['step_ratio_vs_plain'][name]:.3f} | "
-              f"{result['median_epoch_seconds'][name]:.3f} |")
+        print(
+            f"| {name} | {result['median_step_ms'][name]:.3f} | {result['step_ratio_vs_plain'][name]:.3f} | "
+            f"{result['median_epoch_seconds'][name]:.3f} |"
+        )
     if args.out_json:
         out = Path(args.out_json)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -154,20 +165,37 @@ def write_summary(folder: Path) -> None:
     for record in records:
         bs, ms, ratio = _batch_size(record), record["median_step_ms"], record["step_ratio_vs_plain"]
         for variant in ("sse-se", "sse-graph"):
-            claims.append({
-                "claim": f"An MF step with {variant.upper()} on both tables costs <= 1.05x the plain step (issue 2), "
-                         f"batch {bs}",
-                "reading": f"median step {ms[variant]:.2f} ms vs {ms['plain']:.2f} ms: {ratio[variant]:.2f}x",
-                "verdict": "reproduced" if ratio[variant] <= 1.05 else "not reproduced", "p": None})
+            claims.append(
+                {
+                    "claim": f"An MF step with {variant.upper()} on both tables costs <= 1.05x the plain step (issue 2), "
+                    f"batch {bs}",
+                    "reading": f"median step {ms[variant]:.2f} ms vs {ms['plain']:.2f} ms: {ratio[variant]:.2f}x",
+                    "verdict": "reproduced" if ratio[variant] <= 1.05 else "not reproduced",
+                    "p": None,
+                }
+            )
     main_run = records[0]
     if _batch_size(main_run) == 1024:
         slowest = max(main_run["median_epoch_seconds"].values())
-        claims.append({"claim": "An MF epoch (batch 1024, d = 64) takes under 2 s on 2 cores (issue 2)",
-                       "reading": f"slowest median epoch {slowest:.2f} s",
-                       "verdict": "reproduced" if slowest < 2 else "not reproduced", "p": None})
-    summary = {"name": "mf-step-cost", "title": "Cost of SSE inside an MF training step",
-               "paper": "sse-stochastic-shared-embeddings.txt", "kind": "benchmark", "page": "README.md",
-               "claims": claims, "seeds": None, "machine": main_run["machine"], "command": main_run["command"]}
+        claims.append(
+            {
+                "claim": "An MF epoch (batch 1024, d = 64) takes under 2 s on 2 cores (issue 2)",
+                "reading": f"slowest median epoch {slowest:.2f} s",
+                "verdict": "reproduced" if slowest < 2 else "not reproduced",
+                "p": None,
+            }
+        )
+    summary = {
+        "name": "mf-step-cost",
+        "title": "Cost of SSE inside an MF training step",
+        "paper": "sse-stochastic-shared-embeddings.txt",
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": claims,
+        "seeds": None,
+        "machine": main_run["machine"],
+        "command": main_run["command"],
+    }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

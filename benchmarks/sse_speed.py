@@ -61,7 +61,11 @@ def loop_sse_se(ids: torch.Tensor, num_embeddings: int, p: float, rng: random.Ra
 
 
 def loop_sse_graph(
-    ids: torch.Tensor, neighbours: list[list[int]], neighbour_sets: list[set[int]], p: float, rho: float,
+    ids: torch.Tensor,
+    neighbours: list[list[int]],
+    neighbour_sets: list[set[int]],
+    p: float,
+    rho: float,
     rng: random.Random,
 ) -> torch.Tensor:
     """Reference: the obvious per-id Python loop for eq. 3 (rejection sampling for non-neighbours)."""
@@ -123,7 +127,9 @@ def bench_graph(
         calls: dict[str, Callable[[], Any]] = {}
         for backend in args.backends:
             calls[f"se:{backend}"] = with_backend(backend, lambda p=p: F.sse_se(ids, n, p, generator))
-            calls[f"graph:{backend}"] = with_backend(backend, lambda p=p: F.sse_graph(ids, graph, p, args.rho, generator))
+            calls[f"graph:{backend}"] = with_backend(
+                backend, lambda p=p: F.sse_graph(ids, graph, p, args.rho, generator)
+            )
         calls["loop_se"] = lambda p=p: loop_sse_se(loop_ids, n, p, rng)
         calls["loop_graph"] = lambda p=p: loop_sse_graph(loop_ids, neighbours, neighbour_sets, p, args.rho, rng)
         times = round_robin_timings(calls, args.reps, args.warmup)
@@ -135,18 +141,30 @@ def bench_graph(
             vectorised, loop = times[f"{key}:{backend}"], times[f"loop_{key}"]
             ids_per_s = args.batch / statistics.median(vectorised)
             loop_ids_per_s = args.loop_batch / statistics.median(loop)
-            rows.append({
-                "graph": name, "num_nodes": n, "num_edges": graph.num_edges,
-                "average_degree": 2 * graph.num_edges / n, "sampler": sampler, "backend": backend, "p": p,
-                "rho": args.rho,
-                "batch": args.batch, "seconds": vectorised, "median_seconds": statistics.median(vectorised),
-                "ids_per_s": ids_per_s, "best_ids_per_s": args.batch / min(vectorised),
-                "loop_batch": args.loop_batch, "loop_seconds": loop,
-                "loop_ids_per_s": loop_ids_per_s, "speedup_over_loop": ids_per_s / loop_ids_per_s,
-                "target_ids_per_s": target,
-                "meets_throughput_target": ids_per_s >= target,
-                "meets_speedup_target": ids_per_s / loop_ids_per_s >= TARGET_LOOP_SPEEDUP,
-            })
+            rows.append(
+                {
+                    "graph": name,
+                    "num_nodes": n,
+                    "num_edges": graph.num_edges,
+                    "average_degree": 2 * graph.num_edges / n,
+                    "sampler": sampler,
+                    "backend": backend,
+                    "p": p,
+                    "rho": args.rho,
+                    "batch": args.batch,
+                    "seconds": vectorised,
+                    "median_seconds": statistics.median(vectorised),
+                    "ids_per_s": ids_per_s,
+                    "best_ids_per_s": args.batch / min(vectorised),
+                    "loop_batch": args.loop_batch,
+                    "loop_seconds": loop,
+                    "loop_ids_per_s": loop_ids_per_s,
+                    "speedup_over_loop": ids_per_s / loop_ids_per_s,
+                    "target_ids_per_s": target,
+                    "meets_throughput_target": ids_per_s >= target,
+                    "meets_speedup_target": ids_per_s / loop_ids_per_s >= TARGET_LOOP_SPEEDUP,
+                }
+            )
     return rows
 
 
@@ -178,19 +196,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=1682, help="synthetic graph size (ML-100k items)")
     parser.add_argument("--average-degree", type=float, default=120.0, help="synthetic graph average degree")
     parser.add_argument("--edges", type=str, default=None, help="optional (E, 2) int .npy edge array of a real graph")
-    parser.add_argument("--ml100k-kg", action="store_true",
-                        help="also time the real ML-100k item graph (items sharing actor/director/writer/producer)")
+    parser.add_argument(
+        "--ml100k-kg",
+        action="store_true",
+        help="also time the real ML-100k item graph (items sharing actor/director/writer/producer)",
+    )
     parser.add_argument("--edges-num-nodes", type=int, default=None, help="node count for --edges (default max id + 1)")
     parser.add_argument("--reps", type=int, default=21, help="timed repetitions (median reported)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up calls")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--backends", nargs="+", choices=["cpp", "torch"], default=["cpp", "torch"],
-                        help="CPU backends to time (cpp: the fused kernel; torch: the tensor-op samplers)")
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        choices=["cpp", "torch"],
+        default=["cpp", "torch"],
+        help="CPU backends to time (cpp: the fused kernel; torch: the tensor-op samplers)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-json", type=str, default=str(RESULTS / "sse-speed.json"),
-                        help="where to write the JSON results (default: %(default)s; '' for none)")
-    parser.add_argument("--out-md", type=str, default=str(RESULTS / "sse-speed-table.md"),
-                        help="where to write the markdown table (default: %(default)s; '' for none)")
+    parser.add_argument(
+        "--out-json",
+        type=str,
+        default=str(RESULTS / "sse-speed.json"),
+        help="where to write the JSON results (default: %(default)s; '' for none)",
+    )
+    parser.add_argument(
+        "--out-md",
+        type=str,
+        default=str(RESULTS / "sse-speed-table.md"),
+        help="where to write the markdown table (default: %(default)s; '' for none)",
+    )
     return parser.parse_args(argv)
 
 
@@ -218,11 +252,17 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "sse_speed",
         "command": " ".join([sys.executable.split("/")[-1], *sys.argv]),
         "machine": {
-            "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
         },
-        "targets": {"sse_se_ids_per_s": TARGET_SE_IDS_PER_S, "sse_graph_ids_per_s": TARGET_GRAPH_IDS_PER_S,
-                    "speedup_over_loop": TARGET_LOOP_SPEEDUP},
+        "targets": {
+            "sse_se_ids_per_s": TARGET_SE_IDS_PER_S,
+            "sse_graph_ids_per_s": TARGET_GRAPH_IDS_PER_S,
+            "speedup_over_loop": TARGET_LOOP_SPEEDUP,
+        },
         "results": rows,
     }
     for out in (args.out_json, args.out_md):

@@ -95,12 +95,17 @@ def mean_std(values: list[float]) -> dict[str, float]:
 
 def boundary_note(best: dict[str, Any]) -> list[str]:
     """A markdown bullet naming the chosen values that sit at an end of their grid range (if any)."""
-    edges = [f"`{k}={best[k]}` ({'largest' if best[k] == max(v) else 'smallest'} value)"
-             for k, v in GRID.items() if best[k] in (min(v), max(v))]
+    edges = [
+        f"`{k}={best[k]}` ({'largest' if best[k] == max(v) else 'smallest'} value)"
+        for k, v in GRID.items()
+        if best[k] in (min(v), max(v))
+    ]
     if not edges:
         return []
-    return [f"- Note: the chosen values lie on the edge of the grid for {', '.join(edges)}; the grid is the fixed",
-            "  protocol of this baseline and was not widened, so a larger search could lower surprise's RMSE a little."]
+    return [
+        f"- Note: the chosen values lie on the edge of the grid for {', '.join(edges)}; the grid is the fixed",
+        "  protocol of this baseline and was not widened, so a larger search could lower surprise's RMSE a little.",
+    ]
 
 
 def write_markdown(path: Path, record: dict[str, Any]) -> None:
@@ -168,8 +173,10 @@ def write_markdown(path: Path, record: dict[str, Any]) -> None:
         "|---|---|---|---|---|",
     ]
     for r in record["per_seed"]:
-        lines.append(f"| {r['random_state']} | {r['valid']['rmse']:.4f} | {r['test']['rmse']:.4f} "
-                     f"| {r['test']['mae']:.4f} | {r['fit_s']:.2f} |")
+        lines.append(
+            f"| {r['random_state']} | {r['valid']['rmse']:.4f} | {r['test']['rmse']:.4f} "
+            f"| {r['test']['mae']:.4f} | {r['fit_s']:.2f} |"
+        )
     lines += [
         "",
         "## Grid (validation RMSE, random_state=0, sorted)",
@@ -179,8 +186,10 @@ def write_markdown(path: Path, record: dict[str, Any]) -> None:
     ]
     for g in sorted(record["grid"], key=lambda g: g["valid"]["rmse"]):
         c = g["config"]
-        lines.append(f"| {c['n_factors']} | {c['lr_all']} | {c['reg_all']} | {c['n_epochs']} "
-                     f"| {g['valid']['rmse']:.4f} | {g['valid']['mae']:.4f} |")
+        lines.append(
+            f"| {c['n_factors']} | {c['lr_all']} | {c['reg_all']} | {c['n_epochs']} "
+            f"| {g['valid']['rmse']:.4f} | {g['valid']['mae']:.4f} |"
+        )
     lines.append("")
     path.write_text("\n".join(lines))
 
@@ -190,9 +199,18 @@ def write_summary(folder: Path, record: dict[str, Any]) -> None:
     SVD part of each reading replaced by this run's test RMSE; the verdict compares it with the MF number the
     reading quotes (the tuned MF comes from the sse-mf study, not from this script)."""
     template = folder / "summary.json" if (folder / "summary.json").is_file() else RESULTS / "summary.json"
-    summary = json.loads(template.read_text()) if template.is_file() else {
-        "name": "surprise-baseline", "title": "External baseline: scikit-surprise SVD on embreg's ML-100k split",
-        "paper": "sse-stochastic-shared-embeddings.txt", "kind": "benchmark", "page": "README.md", "claims": []}
+    summary = (
+        json.loads(template.read_text())
+        if template.is_file()
+        else {
+            "name": "surprise-baseline",
+            "title": "External baseline: scikit-surprise SVD on embreg's ML-100k split",
+            "paper": "sse-stochastic-shared-embeddings.txt",
+            "kind": "benchmark",
+            "page": "README.md",
+            "claims": [],
+        }
+    )
     rmse = record["summary"]["test_rmse"]
     svd = f"SVD test RMSE {rmse['mean']:.4f} ± {rmse['std']:.4f} ({len(record['per_seed'])} seeds)"
     for claim in summary["claims"]:
@@ -218,18 +236,26 @@ def main(argv: list[str] | None = None) -> int:
     split = random_split(len(ratings), FRACTIONS, seed=args.split_seed)
     users, items, values = np.asarray(ratings.users), np.asarray(ratings.items), np.asarray(ratings.ratings)
     tr = split["train"]
-    frame = pd.DataFrame({"user": users[tr].astype(int), "item": items[tr].astype(int),
-                          "rating": values[tr].astype(float)})
+    frame = pd.DataFrame(
+        {"user": users[tr].astype(int), "item": items[tr].astype(int), "rating": values[tr].astype(float)}
+    )
     trainset = Dataset.load_from_df(frame, Reader(rating_scale=(1, 5))).build_full_trainset()
     valid = as_triples(users[split["valid"]], items[split["valid"]], values[split["valid"]])
     test = as_triples(users[split["test"]], items[split["test"]], values[split["test"]])
-    print(f"split seed {args.split_seed}: train {len(tr)} ({trainset.n_users} users, {trainset.n_items} items), "
-          f"valid {len(valid)}, test {len(test)}", flush=True)
+    print(
+        f"split seed {args.split_seed}: train {len(tr)} ({trainset.n_users} users, {trainset.n_items} items), "
+        f"valid {len(valid)}, test {len(test)}",
+        flush=True,
+    )
 
     train_users, train_items = set(users[tr].tolist()), set(items[tr].tolist())
-    cold = {name: {"unknown_user": int(sum(u not in train_users for u, _, _ in part)),
-                   "unknown_item": int(sum(i not in train_items for _, i, _ in part))}
-            for name, part in (("valid", valid), ("test", test))}
+    cold = {
+        name: {
+            "unknown_user": int(sum(u not in train_users for u, _, _ in part)),
+            "unknown_item": int(sum(i not in train_items for _, i, _ in part)),
+        }
+        for name, part in (("valid", valid), ("test", test))
+    }
 
     configs = grid_configs()
     grid: list[dict[str, Any]] = []
@@ -237,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         algo, secs = fit(trainset, random_state=0, **cfg)
         res = evaluate(algo, valid)
         grid.append({"config": cfg, "valid": {"rmse": res["rmse"], "mae": res["mae"]}, "fit_s": secs})
-        print(f"[{k:2d}/{len(configs)}] " + " ".join(f"{n}={v}" for n, v in cfg.items())
-              + f"  valid RMSE {res['rmse']:.4f} MAE {res['mae']:.4f}  ({secs:.1f}s)", flush=True)
+        print(
+            f"[{k:2d}/{len(configs)}] "
+            + " ".join(f"{n}={v}" for n, v in cfg.items())
+            + f"  valid RMSE {res['rmse']:.4f} MAE {res['mae']:.4f}  ({secs:.1f}s)",
+            flush=True,
+        )
     best = min(grid, key=lambda g: g["valid"]["rmse"])["config"]
     print(f"chosen: {best}", flush=True)
 
@@ -248,18 +278,30 @@ def main(argv: list[str] | None = None) -> int:
         algo, secs = fit(trainset, random_state=seed, **best)
         rv, rt = evaluate(algo, valid), evaluate(algo, test)
         impossible = {"valid": rv["impossible"], "test": rt["impossible"]}
-        per_seed.append({"random_state": seed, "valid": {"rmse": rv["rmse"], "mae": rv["mae"]},
-                         "test": {"rmse": rt["rmse"], "mae": rt["mae"]}, "fit_s": secs})
-        print(f"seed {seed}: valid RMSE {rv['rmse']:.4f}  test RMSE {rt['rmse']:.4f} MAE {rt['mae']:.4f}",
-              flush=True)
+        per_seed.append(
+            {
+                "random_state": seed,
+                "valid": {"rmse": rv["rmse"], "mae": rv["mae"]},
+                "test": {"rmse": rt["rmse"], "mae": rt["mae"]},
+                "fit_s": secs,
+            }
+        )
+        print(f"seed {seed}: valid RMSE {rv['rmse']:.4f}  test RMSE {rt['rmse']:.4f} MAE {rt['mae']:.4f}", flush=True)
 
     algo, secs = fit(trainset, random_state=0)
     dv, dt = evaluate(algo, valid), evaluate(algo, test)
-    default = {"config": {"n_factors": algo.n_factors, "lr_all": algo.lr_pu, "reg_all": algo.reg_pu,
-                          "n_epochs": algo.n_epochs,
-                          "random_state": 0},
-               "valid": {"rmse": dv["rmse"], "mae": dv["mae"]}, "test": {"rmse": dt["rmse"], "mae": dt["mae"]},
-               "fit_s": secs}
+    default = {
+        "config": {
+            "n_factors": algo.n_factors,
+            "lr_all": algo.lr_pu,
+            "reg_all": algo.reg_pu,
+            "n_epochs": algo.n_epochs,
+            "random_state": 0,
+        },
+        "valid": {"rmse": dv["rmse"], "mae": dv["mae"]},
+        "test": {"rmse": dt["rmse"], "mae": dt["mae"]},
+        "fit_s": secs,
+    }
     print(f"default SVD(): valid RMSE {dv['rmse']:.4f}  test RMSE {dt['rmse']:.4f} MAE {dt['mae']:.4f}", flush=True)
 
     summary = {
@@ -271,9 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "description": "scikit-surprise SVD (biased) on embreg's ML-100k random 80/10/10 split; tuned on valid",
         "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
-        "split": {"kind": "random", "fractions": list(FRACTIONS), "split_seed": args.split_seed,
-                  "n_ratings": len(ratings), "n_train": len(tr), "n_valid": len(valid), "n_test": len(test),
-                  "function": "embreg.data.random_split"},
+        "split": {
+            "kind": "random",
+            "fractions": list(FRACTIONS),
+            "split_seed": args.split_seed,
+            "n_ratings": len(ratings),
+            "n_train": len(tr),
+            "n_valid": len(valid),
+            "n_test": len(test),
+            "function": "embreg.data.random_split",
+        },
         "seeds": args.seeds,
         "grid_space": GRID,
         "grid_random_state": 0,
@@ -284,8 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         "default_svd": default,
         "impossible_predictions": impossible,
         "cold_start": cold,
-        "machine": {"processor": platform.processor(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "machine": {
+            "processor": platform.processor(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "surprise_version": surprise.__version__,
         "numpy_version": np.__version__,
         "runtime_s": runtime,
@@ -294,9 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     (args.out_dir / "surprise-baseline.json").write_text(json.dumps(record, indent=2) + "\n")
     write_markdown(args.out_dir / "README.md", record)  # the folder's page
     write_summary(args.out_dir, record)
-    print(f"tuned SVD test RMSE {summary['test_rmse']['mean']:.4f} ± {summary['test_rmse']['std']:.4f}, "
-          f"MAE {summary['test_mae']['mean']:.4f} ± {summary['test_mae']['std']:.4f}; "
-          f"runtime {runtime:.1f}s; wrote {args.out_dir}", flush=True)
+    print(
+        f"tuned SVD test RMSE {summary['test_rmse']['mean']:.4f} ± {summary['test_rmse']['std']:.4f}, "
+        f"MAE {summary['test_mae']['mean']:.4f} ± {summary['test_mae']['std']:.4f}; "
+        f"runtime {runtime:.1f}s; wrote {args.out_dir}",
+        flush=True,
+    )
     return 0
 
 

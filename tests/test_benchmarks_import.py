@@ -36,8 +36,9 @@ def test_there_are_scripts():
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=[p.stem for p in SCRIPTS])
-def test_script_imports_and_answers_help(path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_script_imports_and_answers_help(
+    path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for dependency in OPTIONAL.get(path.stem, ()):
         pytest.importorskip(dependency)
     module = _load(path)

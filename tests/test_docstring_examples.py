@@ -6,10 +6,22 @@ import importlib
 import pytest
 
 MODULES = [
-    "embreg.registry", "embreg.config", "embreg.embeddings.tables", "embreg.recipes", "embreg.recipes.recipe",
-    "embreg.recipes.shipped", "embreg.recipes.context", "embreg.recipes.tasks", "embreg.recipes.tasks.ratings",
-    "embreg.recipes.tasks.ctr", "embreg.recipes.tasks.lm", "embreg.recipes.run", "embreg.studies.spec",
-    "embreg.studies.runlog", "embreg.studies.sections", "embreg.demo",
+    "embreg.registry",
+    "embreg.config",
+    "embreg.embeddings.tables",
+    "embreg.recipes",
+    "embreg.recipes.recipe",
+    "embreg.recipes.shipped",
+    "embreg.recipes.context",
+    "embreg.recipes.tasks",
+    "embreg.recipes.tasks.ratings",
+    "embreg.recipes.tasks.ctr",
+    "embreg.recipes.tasks.lm",
+    "embreg.recipes.run",
+    "embreg.studies.spec",
+    "embreg.studies.runlog",
+    "embreg.studies.sections",
+    "embreg.demo",
 ]
 
 

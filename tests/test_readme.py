@@ -26,6 +26,9 @@ def test_readme_python_examples_run():
 
 
 def test_ci_runs_the_readme_test_command():
-    lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-             if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    lines = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith(("#", "set ", "cd "))
+    ]
     assert lines[-1] in (ROOT / "README.md").read_text()

@@ -33,8 +33,13 @@ from embreg.registry import REGISTRY, SLOTS, missing_capabilities
 from embreg.regularizers.embedding_noise import embedding_modules
 
 STEPS = 3
-PAPERS = ("sse-stochastic-shared-embeddings.txt", "mixed-dimension-embeddings.txt",
-          "dropout-explicit-implicit-regularization.txt", "lnsr-noise-stability-bert.txt", "nlp-best-practices.txt")
+PAPERS = (
+    "sse-stochastic-shared-embeddings.txt",
+    "mixed-dimension-embeddings.txt",
+    "dropout-explicit-implicit-regularization.txt",
+    "lnsr-noise-stability-bert.txt",
+    "nlp-best-practices.txt",
+)
 """The paper files of ../shared/papers/ a technique's ``reference`` may name."""
 UNREFERENCED = {"standard", "uniform"}
 """Entries that implement no paper (the plain loss, plain tables)."""
@@ -42,8 +47,12 @@ UNREFERENCED = {"standard", "uniform"}
 
 # ------------------------------------------------------------------------------------------------ case discovery
 def _techniques(recipe: Any) -> int:
-    return (len(recipe.regularizers) + len(recipe.index_transforms) + (recipe.objective.name != "standard")
-            + (recipe.embeddings.name != "uniform"))
+    return (
+        len(recipe.regularizers)
+        + len(recipe.index_transforms)
+        + (recipe.objective.name != "standard")
+        + (recipe.embeddings.name != "uniform")
+    )
 
 
 @cache
@@ -105,15 +114,19 @@ They run as strict xfails, so a fix shows up as an XPASS to remove here."""
 
 IDENTITY_AT_DEFAULTS: dict[tuple[str, str], str] = {
     ("objective", "dropout-k"): "averages the loss over k dropout masks: exactly the plain loss on a model "
-                                "whose dropout is off, as in these recipes",
+    "whose dropout is off, as in these recipes",
 }
 """Techniques whose contract makes them the base run at their defaults on some models (may match the base run)."""
 
 
 def _cases() -> list[Case]:
     models = [m for m in REGISTRY.names("model") if base_recipe(m) is not None]
-    cases = [Case(slot, name, model) for slot in ("regularizer", "objective") for name in REGISTRY.names(slot)
-             for model in models]
+    cases = [
+        Case(slot, name, model)
+        for slot in ("regularizer", "objective")
+        for name in REGISTRY.names(slot)
+        for model in models
+    ]
     for model in models:
         kinds = REGISTRY.get("model", model).extra.get("kinds", ())
         task_kinds = _task_of(model).id_kinds
@@ -158,8 +171,9 @@ def pretrained_stub(tmp_path_factory: pytest.TempPathFactory):
         if key not in tokenizers:
             cached = {info.name: info.cached for info in pretrained.list_pretrained()}
             if cached.get(key):
-                tokenizers[key] = AutoTokenizer.from_pretrained(str(pretrained.pretrained_dir(key)),
-                                                                local_files_only=True)
+                tokenizers[key] = AutoTokenizer.from_pretrained(
+                    str(pretrained.pretrained_dir(key)), local_files_only=True
+                )
             elif key not in cached:  # a local checkpoint directory
                 tokenizers[key] = real(name_or_path, progress=False)[1]
             else:
@@ -167,8 +181,14 @@ def pretrained_stub(tmp_path_factory: pytest.TempPathFactory):
 
                 tokenizers[key] = real(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")), progress=False)[1]
         tokenizer = tokenizers[key]
-        config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=32, max_position_embeddings=128)
+        config = BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=128,
+        )
         return BertModel(config).eval(), tokenizer
 
     with pytest.MonkeyPatch.context() as mp:
@@ -215,8 +235,7 @@ def _train(recipe_name: str, overrides: list[str]) -> Trained:
         losses = [trainer._train_step(next(batches), 0)[0] for _ in range(STEPS)]
         grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
         after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-        tables = [f"{name}.{p}" if name else p for name, m in embedding_modules(model)
-                  for p, _ in m.named_parameters()]
+        tables = [f"{name}.{p}" if name else p for name, m in embedding_modules(model) for p, _ in m.named_parameters()]
         return Trained(losses, grads, before, after, [t for t in tables if t in grads])
     finally:
         torch.set_num_threads(threads)
@@ -272,8 +291,9 @@ def test_entry_has_defaults_summary_and_reference(slot: str, name: str) -> None:
     assert entry.summary.strip()
     if name in UNREFERENCED:
         return
-    assert any(paper in entry.reference for paper in PAPERS), \
+    assert any(paper in entry.reference for paper in PAPERS), (
         f"{slot} {name!r}: reference {entry.reference!r} names none of {PAPERS}"
+    )
 
 
 @pytest.mark.parametrize("slot", SLOTS)
@@ -284,4 +304,3 @@ def test_a_misspelt_name_suggests_the_registered_one(slot: str) -> None:
         misspelt = name[:-2] + name[-1] + name[-2] if name[-1] != name[-2] else name[:-1]
         with pytest.raises(ConfigError, match=f"did you mean '{name}'"):
             REGISTRY.get(slot, misspelt)
-

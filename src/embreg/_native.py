@@ -123,7 +123,14 @@ class NativeKernel:
         build_dir = kernel_dir() / name
         build_dir.mkdir(parents=True, exist_ok=True)
         if not (build_dir / f"{name}.so").exists():
-            _log.warning("embreg: compiling the fused %s CPU kernel once into %s (about a minute)", self.what,
-                         build_dir)
-        return cpp_extension.load(name=name, sources=[str(self.source)], build_directory=str(build_dir),
-                                  extra_cflags=["-O3", *flags], extra_ldflags=_openmp_flags(), verbose=False)
+            _log.warning(
+                "embreg: compiling the fused %s CPU kernel once into %s (about a minute)", self.what, build_dir
+            )
+        return cpp_extension.load(
+            name=name,
+            sources=[str(self.source)],
+            build_directory=str(build_dir),
+            extra_cflags=["-O3", *flags],
+            extra_ldflags=_openmp_flags(),
+            verbose=False,
+        )

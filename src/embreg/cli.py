@@ -1,12 +1,12 @@
 """The ``embreg`` command line.
 
-    embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume]
-    embreg show RECIPE|FILE.yaml [--set key=value ...]
-    embreg list [--json]
-    embreg data fetch NAME [--force]
-    embreg compare DIR DIR ... [--metrics m1,m2]
-    embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
-    embreg demo [--seeds N] [--out DIR]
+embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume]
+embreg show RECIPE|FILE.yaml [--set key=value ...]
+embreg list [--json]
+embreg data fetch NAME [--force]
+embreg compare DIR DIR ... [--metrics m1,m2]
+embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
+embreg demo [--seeds N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_seeds(recipe, out, args.seeds, resume=args.resume)
         print(f"\n{recipe.name}: {args.seeds} seeds -> {out}")
         for key, stats in summary.items():
-            print(f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}  (median {stats['median']:.4f}, "
-                  f"max {stats['max']:.4f})")
+            print(
+                f"  {key:24s} {stats['mean']:.4f} ± {stats['std']:.4f}  (median {stats['median']:.4f}, "
+                f"max {stats['max']:.4f})"
+            )
     else:
         result = run_single(recipe, out, resume=args.resume)
         print(f"\n{recipe.name} -> {out}")
@@ -78,11 +80,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps({
-            "recipes": recipes,
-            "datasets": {info.name: info.description for info in datasets},
-            "registry": {slot: [entry.describe() for entry in REGISTRY.entries(slot).values()] for slot in SLOTS},
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "recipes": recipes,
+                    "datasets": {info.name: info.description for info in datasets},
+                    "registry": {
+                        slot: [entry.describe() for entry in REGISTRY.entries(slot).values()] for slot in SLOTS
+                    },
+                },
+                indent=2,
+            )
+        )
         return 0
     print("recipes:")
     for name, description in recipes.items():
@@ -123,8 +132,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from embreg.train.stability import box_plot, stability_markdown
 
         dirs = [Path(d) for d in args.dirs]
-        text += "".join(f"\n{m}: mean, std, median, max, min, generalisation gap, p-values against the baseline\n\n"
-                        + stability_markdown(dirs, m, baseline=args.baseline) for m in result.metrics)
+        text += "".join(
+            f"\n{m}: mean, std, median, max, min, generalisation gap, p-values against the baseline\n\n"
+            + stability_markdown(dirs, m, baseline=args.baseline)
+            for m in result.metrics
+        )
         if args.boxplot:
             box_plot(dirs, result.metrics[0], args.boxplot)
             text += f"\nbox plot of {result.metrics[0]}: {args.boxplot}\n"
@@ -189,8 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--metrics", help="comma-separated metric keys (default: all test_* metrics)")
     compare.add_argument("--baseline", type=int, default=0, help="index of the baseline directory")
     compare.add_argument("--out", help="also write the markdown table to this file")
-    compare.add_argument("--full", action="store_true",
-                         help="also median, max, min and the generalisation gap (train - test) per metric")
+    compare.add_argument(
+        "--full", action="store_true", help="also median, max, min and the generalisation gap (train - test) per metric"
+    )
     compare.add_argument("--boxplot", metavar="PNG", help="box plot of the first metric's per-seed values")
     compare.set_defaults(func=cmd_compare)
 

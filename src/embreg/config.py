@@ -140,7 +140,7 @@ def _convert(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
             raise _type_error(key, tp, value)
-        key_tp, value_tp = (get_args(tp) or (Any, Any))
+        key_tp, value_tp = get_args(tp) or (Any, Any)
         return {
             _convert(key_tp, k, key, coerce=False): _convert(value_tp, v, _join(key, str(k)), coerce=coerce)
             for k, v in value.items()
@@ -207,7 +207,7 @@ def _convert_union(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
             return _convert(only, value, key, coerce=coerce)
         except ConfigError:
             raise _type_error(key, tp, value) from None
-    for allow_coercion in ((False, True) if coerce else (False,)):
+    for allow_coercion in (False, True) if coerce else (False,):
         for member in candidates:
             try:
                 return _convert(member, value, key, coerce=allow_coercion)
@@ -476,6 +476,7 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
 def _list_index(items: list, part: str, override: str, prefix: str) -> int:
     """The list position a key part names (``regularizers.0.weight``: part ``"0"``)."""
     if not part.lstrip("-").isdigit() or not -len(items) <= int(part) < len(items):
-        raise ConfigError(f"override {override!r}: {prefix!r} indexes a list of {len(items)} items; "
-                          f"use 0..{len(items) - 1}")
+        raise ConfigError(
+            f"override {override!r}: {prefix!r} indexes a list of {len(items)} items; use 0..{len(items) - 1}"
+        )
     return int(part)

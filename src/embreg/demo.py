@@ -40,10 +40,18 @@ class Comparison:
 
 
 COMPARISONS = (
-    Comparison("Implicit feedback: BPR on MovieLens-100k (per-user 80/10/10 split)", "bpr", ("bpr-sse-se",),
-               ("test_precision@1", "test_ndcg@10")),
-    Comparison("Explicit ratings: MF on MovieLens-100k (random 80/10/10 split)", "mf", ("mf-dropout", "mf-sse-se"),
-               ("test_rmse", "test_mae")),
+    Comparison(
+        "Implicit feedback: BPR on MovieLens-100k (per-user 80/10/10 split)",
+        "bpr",
+        ("bpr-sse-se",),
+        ("test_precision@1", "test_ndcg@10"),
+    ),
+    Comparison(
+        "Explicit ratings: MF on MovieLens-100k (random 80/10/10 split)",
+        "mf",
+        ("mf-dropout", "mf-sse-se"),
+        ("test_rmse", "test_mae"),
+    ),
 )
 
 
@@ -63,8 +71,10 @@ def run_demo(out: Path, seeds: int = 5, workers: int = 2, echo=print) -> str:
     metrics: dict[str, list[dict]] = {}
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_train, recipe, str(out / recipe / f"seed-{seed}"), seed): (recipe, seed)
-                   for recipe, seed in jobs}
+        futures = {
+            pool.submit(_train, recipe, str(out / recipe / f"seed-{seed}"), seed): (recipe, seed)
+            for recipe, seed in jobs
+        }
         for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
             recipe, seed = futures[future]
             metrics.setdefault(recipe, []).append(future.result())
@@ -142,13 +152,16 @@ def _section(comparison: Comparison, out: Path, metrics: dict[str, list[dict]], 
             p = row.p_values[decide].welch
             delta = row.metrics[decide].mean - result.rows[0].metrics[decide].mean
             better = delta < 0 if lower else delta > 0
-            verdict = ("no significant difference" if not p < 0.05 else "better" if better else "worse")
+            verdict = "no significant difference" if not p < 0.05 else "better" if better else "worse"
             cells += [f"{p:.3g}", verdict, f"{cost:.2f}x"]
         lines.append("| " + " | ".join(cells) + " |")
     n = len(metrics[comparison.baseline])
-    lines += ["", f"{n} seeds per recipe; test metrics at the best validation epoch; Welch's two-sided t-test "
-              "against the baseline; time per training example relative to the baseline (each recipe at its own "
-              "batch size; median of 15 interleaved rounds, one thread)."]
+    lines += [
+        "",
+        f"{n} seeds per recipe; test metrics at the best validation epoch; Welch's two-sided t-test "
+        "against the baseline; time per training example relative to the baseline (each recipe at its own "
+        "batch size; median of 15 interleaved rounds, one thread).",
+    ]
     return "\n".join(lines)
 
 

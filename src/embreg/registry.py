@@ -55,13 +55,28 @@ from typing import Any
 
 from embreg.errors import ConfigError
 
-__all__ = ["SLOTS", "Entry", "Registry", "REGISTRY", "register", "load_builtins", "missing_capabilities",
-           "BUILTIN_PACKAGES"]
+__all__ = [
+    "SLOTS",
+    "Entry",
+    "Registry",
+    "REGISTRY",
+    "register",
+    "load_builtins",
+    "missing_capabilities",
+    "BUILTIN_PACKAGES",
+]
 
 SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis")
 
-BUILTIN_PACKAGES = ("embreg.sse", "embreg.embeddings", "embreg.models", "embreg.nn", "embreg.regularizers",
-                    "embreg.recipes.tasks", "embreg.studies.analyses")
+BUILTIN_PACKAGES = (
+    "embreg.sse",
+    "embreg.embeddings",
+    "embreg.models",
+    "embreg.nn",
+    "embreg.regularizers",
+    "embreg.recipes.tasks",
+    "embreg.studies.analyses",
+)
 """Packages whose modules register the built-in entries beside their own code; every module in them is imported
 by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
 
@@ -101,11 +116,21 @@ class Entry:
         """Plain data for ``embreg list --json``."""
         fields = {}
         for f in dataclasses.fields(self.config):
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            )
             fields[f.name] = _plain(default)
-        return {"slot": self.slot, "name": self.name, "summary": self.summary, "reference": self.reference,
-                "requires": list(self.requires), "provides": list(self.provides), "arguments": fields}
+        return {
+            "slot": self.slot,
+            "name": self.name,
+            "summary": self.summary,
+            "reference": self.reference,
+            "requires": list(self.requires),
+            "provides": list(self.provides),
+            "arguments": fields,
+        }
 
 
 class Registry:
@@ -114,9 +139,18 @@ class Registry:
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, Entry]] = {slot: {} for slot in SLOTS}
 
-    def register(self, slot: str, name: str, *, config: type, summary: str, reference: str = "",
-                 requires: Iterable[str] = (), provides: Iterable[str] = (), **extra: Any
-                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(
+        self,
+        slot: str,
+        name: str,
+        *,
+        config: type,
+        summary: str,
+        reference: str = "",
+        requires: Iterable[str] = (),
+        provides: Iterable[str] = (),
+        **extra: Any,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``build(config, context)`` under ``slot``/``name``.
 
         Raises:
@@ -130,13 +164,18 @@ class Registry:
         def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._entries[slot]:
                 raise ValueError(f"{slot} {name!r} is registered twice")
-            required = [f.name for f in dataclasses.fields(config)
-                        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+            required = [
+                f.name
+                for f in dataclasses.fields(config)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            ]
             if required:
-                raise ValueError(f"{slot} {name!r}: every field of {config.__name__} needs a default; {required} "
-                                 "have none")
-            self._entries[slot][name] = Entry(slot, name, config, build, summary, reference, tuple(requires),
-                                              tuple(provides), dict(extra))
+                raise ValueError(
+                    f"{slot} {name!r}: every field of {config.__name__} needs a default; {required} have none"
+                )
+            self._entries[slot][name] = Entry(
+                slot, name, config, build, summary, reference, tuple(requires), tuple(provides), dict(extra)
+            )
             return build
 
         return decorate

@@ -7,19 +7,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers.data_helpers import write_tiny_atomic
 
 from embreg.data import CTRData, load_ml100k, synthetic_ctr
 from embreg.data.adult import ADULT_CATEGORICAL, ADULT_DENSE, adult_ctr
 from embreg.data.movielens_ctr import ml100k_ctr
 from embreg.errors import DataError
+from tests.helpers.data_helpers import write_tiny_atomic
 
 
 def _toy(bags: bool = False) -> CTRData:
-    return CTRData("toy", np.array([[0, 2], [1, 0], [1, 1]]), ("a", "b"), (2, 3), np.zeros((3, 1), np.float32),
-                   ("x",), np.array([1, 0, 1], np.float32),
-                   bags=np.array([[[0, 2]], [[1, 2]], [[1, 0]]]) if bags else None,
-                   bag_names=("g",) if bags else (), bag_cardinalities=(3,) if bags else ())
+    return CTRData(
+        "toy",
+        np.array([[0, 2], [1, 0], [1, 1]]),
+        ("a", "b"),
+        (2, 3),
+        np.zeros((3, 1), np.float32),
+        ("x",),
+        np.array([1, 0, 1], np.float32),
+        bags=np.array([[[0, 2]], [[1, 2]], [[1, 0]]]) if bags else None,
+        bag_names=("g",) if bags else (),
+        bag_cardinalities=(3,) if bags else (),
+    )
 
 
 def test_frequencies_subset_and_bag_padding():
@@ -33,13 +41,17 @@ def test_frequencies_subset_and_bag_padding():
 
 def test_out_of_range_ids_are_named():
     with pytest.raises(DataError, match=r"field 'b' has ids in \[3, 3\]; valid range is \[0, 2\]"):
-        CTRData("bad", np.array([[0, 3]]), ("a", "b"), (2, 3), np.zeros((1, 0), np.float32), (),
-                np.array([1], np.float32))
+        CTRData(
+            "bad", np.array([[0, 3]]), ("a", "b"), (2, 3), np.zeros((1, 0), np.float32), (), np.array([1], np.float32)
+        )
 
 
 def test_adult_view_of_a_tiny_table():
-    table = pd.DataFrame({c: ["x", "y", "x"] for c in ADULT_CATEGORICAL[:-1]}
-                         | {c: [40, 50, 40] for c in ADULT_DENSE} | {"income": ["<=50K", ">50K.", "<=50K"]})
+    table = pd.DataFrame(
+        {c: ["x", "y", "x"] for c in ADULT_CATEGORICAL[:-1]}
+        | {c: [40, 50, 40] for c in ADULT_DENSE}
+        | {"income": ["<=50K", ">50K.", "<=50K"]}
+    )
     data = adult_ctr(table)
     assert data.field_names == ADULT_CATEGORICAL and len(data.field_names) == 9
     assert data.cardinalities == (2,) * 9 and data.labels.tolist() == [0, 1, 0]

@@ -22,13 +22,15 @@ def write(path: Path, text: str) -> Path:
 
 
 def frame(n: int = 30) -> pd.DataFrame:
-    return pd.DataFrame({
-        "label": [i % 2 for i in range(n)],
-        "site": [["news", "shop", "blog"][i % 3] for i in range(n)],
-        "device": [["ios", "android"][(i // 2) % 2] for i in range(n)],
-        "d1": [float(i) / 2 for i in range(n)],
-        "d2": [float(-i) for i in range(n)],
-    })
+    return pd.DataFrame(
+        {
+            "label": [i % 2 for i in range(n)],
+            "site": [["news", "shop", "blog"][i % 3] for i in range(n)],
+            "device": [["ios", "android"][(i // 2) % 2] for i in range(n)],
+            "d1": [float(i) / 2 for i in range(n)],
+            "d2": [float(-i) for i in range(n)],
+        }
+    )
 
 
 def check_round_trip(data: CTRData, df: pd.DataFrame, name: str) -> None:
@@ -105,8 +107,9 @@ def test_encoding_sorts_values_and_missing_is_its_own_value(tmp_path: Path) -> N
 
 def test_parquet_nulls_and_numbers_as_categories(tmp_path: Path) -> None:
     path = tmp_path / "c.parquet"
-    pd.DataFrame({"label": [1, 0, 1], "site": ["a", None, "a"],
-                  "zip": pd.array([10, None, 9], dtype="Int64")}).to_parquet(path)
+    pd.DataFrame(
+        {"label": [1, 0, 1], "site": ["a", None, "a"], "zip": pd.array([10, None, 9], dtype="Int64")}
+    ).to_parquet(path)
     data = load_ctr_file(path)
     assert data.cardinalities == (2, 3)
     assert data.categorical.tolist() == [[1, 1], [0, 0], [1, 2]]  # zip: "" < "10" < "9"
@@ -128,12 +131,15 @@ def test_typed_headers_match_plain_names(tmp_path: Path) -> None:
     assert data.dense[:, 0].tolist() == [2.0, 3.0]
 
 
-@pytest.mark.parametrize("labels, expected", [
-    (["1", "0"], [1.0, 0.0]),
-    (["1.0", "0.0"], [1.0, 0.0]),
-    (["true", "False"], [1.0, 0.0]),
-    (["TRUE", "0"], [1.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "labels, expected",
+    [
+        (["1", "0"], [1.0, 0.0]),
+        (["1.0", "0.0"], [1.0, 0.0]),
+        (["true", "False"], [1.0, 0.0]),
+        (["TRUE", "0"], [1.0, 0.0]),
+    ],
+)
 def test_accepted_label_spellings(tmp_path: Path, labels: list[str], expected: list[float]) -> None:
     path = write(tmp_path / "c.csv", "label,site\n" + "".join(f"{lab},s{i}\n" for i, lab in enumerate(labels)))
     assert load_ctr_file(path).labels.tolist() == expected
@@ -173,11 +179,14 @@ def test_damaged_parquet(tmp_path: Path) -> None:
         load_ctr_file(path)
 
 
-@pytest.mark.parametrize("kwargs, column, hint", [
-    ({"label_col": "clicked"}, "clicked", "'click'"),
-    ({"dense_cols": ["prise"]}, "prise", "'price'"),
-    ({"categorical_cols": ["sites"]}, "sites", "'site'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, column, hint",
+    [
+        ({"label_col": "clicked"}, "clicked", "'click'"),
+        ({"dense_cols": ["prise"]}, "prise", "'price'"),
+        ({"categorical_cols": ["sites"]}, "sites", "'site'"),
+    ],
+)
 def test_missing_column_suggests_closest(tmp_path: Path, kwargs: dict, column: str, hint: str) -> None:
     path = write(tmp_path / "c.csv", "click,site,price\n1,a,2\n")
     if "label_col" not in kwargs:
@@ -217,12 +226,15 @@ def test_non_binary_and_missing_label_in_parquet(tmp_path: Path) -> None:
         load_ctr_file(path)
 
 
-@pytest.mark.parametrize("value, problem", [
-    ("", "empty dense value"),
-    ("abc", "dense value 'abc' is not a number"),
-    ("nan", "dense value is NaN"),
-    ("inf", "dense value 'inf' is not finite"),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("", "empty dense value"),
+        ("abc", "dense value 'abc' is not a number"),
+        ("nan", "dense value is NaN"),
+        ("inf", "dense value 'inf' is not finite"),
+    ],
+)
 def test_bad_dense_value_names_line_and_column(tmp_path: Path, value: str, problem: str) -> None:
     path = write(tmp_path / "c.tsv", f"label\tsite\td1\n1\ta\t0.5\n0\tb\t{value}\n")
     with pytest.raises(DataError, match=re.escape(f"{path}: line 3, column 'd1': {problem}")):
@@ -245,11 +257,14 @@ def test_no_categorical_column(tmp_path: Path) -> None:
         load_ctr_file(path, categorical_cols=[])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dense_cols": ["label"]}, "column 'label' is used as label and as dense"),
-    ({"categorical_cols": ["site", "site"]}, "column 'site' is used twice"),
-    ({"categorical_cols": ["site", "d1"], "dense_cols": ["d1"]}, "column 'd1' is used as dense and as categorical"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dense_cols": ["label"]}, "column 'label' is used as label and as dense"),
+        ({"categorical_cols": ["site", "site"]}, "column 'site' is used twice"),
+        ({"categorical_cols": ["site", "d1"], "dense_cols": ["d1"]}, "column 'd1' is used as dense and as categorical"),
+    ],
+)
 def test_column_in_two_roles(tmp_path: Path, kwargs: dict, message: str) -> None:
     path = write(tmp_path / "c.csv", "label,site,d1\n1,a,0.5\n")
     with pytest.raises(DataError, match=re.escape(f"{path}: {message}")):
@@ -283,14 +298,16 @@ def synthetic_clicks(n: int = 600, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     ad = rng.integers(0, 6, n)
     click_rate = np.where(ad < 3, 0.85, 0.15)
-    return pd.DataFrame({
-        "label": (rng.random(n) < click_rate).astype(int),
-        "ad": [f"ad{a}" for a in ad],
-        "site": [f"site{s}" for s in rng.integers(0, 4, n)],
-        "device": rng.choice(["ios", "android", "web"], n),
-        "d1": rng.normal(size=n).round(4),
-        "d2": rng.uniform(0, 100, n).round(2),
-    })
+    return pd.DataFrame(
+        {
+            "label": (rng.random(n) < click_rate).astype(int),
+            "ad": [f"ad{a}" for a in ad],
+            "site": [f"site{s}" for s in rng.integers(0, 4, n)],
+            "device": rng.choice(["ios", "android", "web"], n),
+            "d1": rng.normal(size=n).round(4),
+            "d2": rng.uniform(0, 100, n).round(2),
+        }
+    )
 
 
 def test_ctr_recipe_runs_on_a_click_file(tmp_path: Path) -> None:
@@ -299,8 +316,9 @@ def test_ctr_recipe_runs_on_a_click_file(tmp_path: Path) -> None:
 
     path = tmp_path / "clicks.csv"
     synthetic_clicks().to_csv(path, index=False)
-    recipe = load_recipe("ctr-adult", [f"data.path={path}", "data.dense_cols=[d1, d2]", "train.epochs=2",
-                                       "train.progress=false"])
+    recipe = load_recipe(
+        "ctr-adult", [f"data.path={path}", "data.dense_cols=[d1, d2]", "train.epochs=2", "train.progress=false"]
+    )
     assert recipe.data.path == str(path) and recipe.data.dense_cols == ["d1", "d2"]
     prepared = recipe.adapter.prepare(recipe)
     assert prepared.table.name == "file-clicks" and len(prepared.table) == 600

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers.data_helpers import write_tiny_atomic
 
 from embreg.data import (
     MovieLens100k,
@@ -19,6 +18,7 @@ from embreg.data import (
     user_graph_from_attributes,
 )
 from embreg.errors import DataError
+from tests.helpers.data_helpers import write_tiny_atomic
 
 
 @pytest.fixture
@@ -48,8 +48,9 @@ def test_hub_entities_can_be_skipped(tiny: MovieLens100k) -> None:
 
 
 def test_unknown_relation_names_the_closest(tiny: MovieLens100k) -> None:
-    with pytest.raises(DataError, match="'film.film.directd_by' is not in the knowledge graph; closest: "
-                                        "'film.film.directed_by'"):
+    with pytest.raises(
+        DataError, match="'film.film.directd_by' is not in the knowledge graph; closest: 'film.film.directed_by'"
+    ):
         item_graph_from_kg(tiny, ("film.film.directd_by",))
     with pytest.raises(DataError, match="relations is empty"):
         item_graph_from_kg(tiny, ())
@@ -81,8 +82,11 @@ def test_cooccurrence_matches_brute_force() -> None:
         sets = {g: set(members[groups == g].tolist()) for g in set(groups.tolist())}
         if max_size is not None:
             sets = {g: s for g, s in sets.items() if len(s) <= max_size}
-        expected = [(i, j) for i, j in itertools.combinations(range(25), 2)
-                    if sum(i in s and j in s for s in sets.values()) >= min_shared]
+        expected = [
+            (i, j)
+            for i, j in itertools.combinations(range(25), 2)
+            if sum(i in s and j in s for s in sets.values()) >= min_shared
+        ]
         got = cooccurrence_edges(members, groups, 25, min_shared=min_shared, max_group_size=max_size)
         assert pairs(got) == expected
 

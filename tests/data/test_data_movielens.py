@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers.data_helpers import TINY_ATOMIC, make_zip, sha, write_tiny_atomic
 
 from embreg.data import fetch, graph_summary, item_graph_from_genres, item_graph_from_kg, load_ml100k, sources
 from embreg.data.grouplens import convert_grouplens_ml100k
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.sources import UrlArchiveSource
 from embreg.errors import DataError
+from tests.helpers.data_helpers import TINY_ATOMIC, make_zip, sha, write_tiny_atomic
 
 
 def test_tiny_dataset_tables(tmp_path: Path) -> None:
@@ -58,16 +58,24 @@ def grouplens_zip(path: Path) -> Path:
             bits[flags[genre]] = "1"
         return "|".join([str(item_id), title, date, "", "http://imdb"] + bits)
 
-    u_item = "\n".join([
-        item(1, "Alpha, The (1995)", "01-Jan-1995", ["Action", "Comedy"]),
-        item(2, "Café (Le café) (1996)", "05-Feb-1996", ["Drama"]),
-        item(3, "unknown", "", ["unknown"]),
-    ]) + "\n"
-    return make_zip(path, {
-        "ml-100k/u.data": b"1\t1\t5\t881250949\n2\t3\t2\t881250950\n2\t2\t4\t881250951\n",
-        "ml-100k/u.item": u_item.encode("latin-1"),
-        "ml-100k/u.user": b"1|24|M|technician|85711\n2|53|F|other|94043\n",
-    })
+    u_item = (
+        "\n".join(
+            [
+                item(1, "Alpha, The (1995)", "01-Jan-1995", ["Action", "Comedy"]),
+                item(2, "Café (Le café) (1996)", "05-Feb-1996", ["Drama"]),
+                item(3, "unknown", "", ["unknown"]),
+            ]
+        )
+        + "\n"
+    )
+    return make_zip(
+        path,
+        {
+            "ml-100k/u.data": b"1\t1\t5\t881250949\n2\t3\t2\t881250950\n2\t2\t4\t881250951\n",
+            "ml-100k/u.item": u_item.encode("latin-1"),
+            "ml-100k/u.user": b"1|24|M|technician|85711\n2|53|F|other|94043\n",
+        },
+    )
 
 
 def test_grouplens_conversion_layout(tmp_path: Path) -> None:
@@ -77,9 +85,15 @@ def test_grouplens_conversion_layout(tmp_path: Path) -> None:
         convert_grouplens_ml100k(archive, out)
     assert (out / "ml-100k.inter").read_text().splitlines() == [
         "user_id:token\titem_id:token\trating:float\ttimestamp:float",
-        "1\t1\t5\t881250949", "2\t3\t2\t881250950", "2\t2\t4\t881250951"]
+        "1\t1\t5\t881250949",
+        "2\t3\t2\t881250950",
+        "2\t2\t4\t881250951",
+    ]
     assert (out / "ml-100k.item").read_text(encoding="utf-8").splitlines()[1:] == [
-        "1\tAlpha, The\t1995\tAction Comedy", "2\tCafé (Le café)\t1996\tDrama", "3\tunknown\t\tunknown"]
+        "1\tAlpha, The\t1995\tAction Comedy",
+        "2\tCafé (Le café)\t1996\tDrama",
+        "3\tunknown\t\tunknown",
+    ]
     assert (out / "ml-100k.user").read_text().splitlines()[2] == "2\t53\tF\tother\t94043"
 
 
@@ -87,16 +101,22 @@ def test_grouplens_archive_source_then_load(home: Path, tmp_path: Path) -> None:
     archive = grouplens_zip(tmp_path / "ml-100k.zip")
     (home / "downloads").mkdir(parents=True)
     (home / "downloads" / "ml-100k.zip").write_bytes(archive.read_bytes())
-    source = UrlArchiveSource("https://unreachable.invalid/ml-100k.zip", sha(archive.read_bytes()),
-                              converter=convert_grouplens_ml100k)
+    source = UrlArchiveSource(
+        "https://unreachable.invalid/ml-100k.zip", sha(archive.read_bytes()), converter=convert_grouplens_ml100k
+    )
     names = ("ml-100k.inter", "ml-100k.item", "ml-100k.user")
     registry = DatasetRegistry()
-    registry.register(DatasetSpec("gl", "converted", (DatasetPart("ratings", tuple(
-        DatasetFile(n, "0" * 64) for n in names), (source,)),)))
+    registry.register(
+        DatasetSpec(
+            "gl", "converted", (DatasetPart("ratings", tuple(DatasetFile(n, "0" * 64) for n in names), (source,)),)
+        )
+    )
     directory = registry.fetch("gl", progress=False)
     assert registry.is_cached("gl")
-    write_tiny_atomic(directory, {"ml-100k.kg": TINY_ATOMIC["ml-100k.kg"],
-                                  "ml-100k.link": "item_id:token\tentity_id:token\n1\tm.f1\n3\tm.f3\n"})
+    write_tiny_atomic(
+        directory,
+        {"ml-100k.kg": TINY_ATOMIC["ml-100k.kg"], "ml-100k.link": "item_id:token\tentity_id:token\n1\tm.f1\n3\tm.f3\n"},
+    )
     ml = load_ml100k(directory)
     assert (len(ml.ratings), ml.num_users, ml.num_items) == (3, 2, 3)
     assert ml.items["title"].tolist() == ["Alpha, The", "Café (Le café)", "unknown"]
@@ -127,4 +147,9 @@ def test_real_ml100k_cached_fetch_needs_no_network(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sources, "download_url", offline)
     directory = fetch("ml-100k", progress=False)
     assert sorted(p.name for p in directory.glob("ml-100k.*")) == [
-        "ml-100k.inter", "ml-100k.item", "ml-100k.kg", "ml-100k.link", "ml-100k.user"]
+        "ml-100k.inter",
+        "ml-100k.item",
+        "ml-100k.kg",
+        "ml-100k.link",
+        "ml-100k.user",
+    ]

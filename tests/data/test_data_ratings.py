@@ -10,8 +10,12 @@ from embreg.errors import DataError
 
 
 def small() -> RatingsData:
-    return RatingsData.from_labels(np.array(["u2", "u1", "u2", "u3"], dtype=object), np.array([30, 10, 10, 20]),
-                                   np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8]))
+    return RatingsData.from_labels(
+        np.array(["u2", "u1", "u2", "u3"], dtype=object),
+        np.array([30, 10, 10, 20]),
+        np.array([1, 2, 3, 4]),
+        np.array([5, 6, 7, 8]),
+    )
 
 
 def test_labels_are_numbered_in_sorted_order() -> None:

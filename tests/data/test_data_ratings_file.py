@@ -137,15 +137,22 @@ def test_parquet_problems_name_the_row(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="row 2, column 'rating': rating is NaN"):
         load_ratings_file(path)
     pd.DataFrame({"user_id": [1], "item_id": [1], "score": [1.0]}).to_parquet(path)
-    with pytest.raises(DataError, match=re.escape("no column 'rating' for the rating; columns present: "
-                                                  "['user_id', 'item_id', 'score']")):
+    with pytest.raises(
+        DataError,
+        match=re.escape("no column 'rating' for the rating; columns present: ['user_id', 'item_id', 'score']"),
+    ):
         load_ratings_file(path)
 
 
 def test_empty_parquet(tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    pd.DataFrame({"user_id": pd.Series([], dtype="int64"), "item_id": pd.Series([], dtype="int64"),
-                  "rating": pd.Series([], dtype="float64")}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "user_id": pd.Series([], dtype="int64"),
+            "item_id": pd.Series([], dtype="int64"),
+            "rating": pd.Series([], dtype="float64"),
+        }
+    ).to_parquet(path)
     with pytest.raises(DataError, match="has no rows"):
         load_ratings_file(path)
     (tmp_path / "zero.parquet").write_bytes(b"")

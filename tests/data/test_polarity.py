@@ -27,7 +27,9 @@ def test_real_polarity_split_is_stratified_and_fixed() -> None:
     task = load_polarity()
     assert task.sizes == {"train": 120, "valid": 40, "test": 40}
     assert all(task.labels[s].mean() == 0.5 for s in ("train", "valid", "test"))
-    assert any("\u2014" in t or "clich\u00e9s" in t for t in task.texts["train"] + task.texts["valid"] + task.texts["test"])
+    assert any(
+        "\u2014" in t or "clich\u00e9s" in t for t in task.texts["train"] + task.texts["valid"] + task.texts["test"]
+    )
     again = load_polarity()
     assert again.texts["test"] == task.texts["test"]
     reshuffled = load_polarity(split_seed=1)

@@ -13,9 +13,14 @@ from embreg.errors import DataError
 
 def _raw(n: int = 30) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    return pd.DataFrame({"Title": [f"t{i}" if i % 3 else None for i in range(n)],
-                         "Review Text": [f"text {i}" if i % 7 else None for i in range(n)],
-                         "Rating": rng.integers(1, 6, n), "Recommended IND": rng.integers(0, 2, n)})
+    return pd.DataFrame(
+        {
+            "Title": [f"t{i}" if i % 3 else None for i in range(n)],
+            "Review Text": [f"text {i}" if i % 7 else None for i in range(n)],
+            "Rating": rng.integers(1, 6, n),
+            "Recommended IND": rng.integers(0, 2, n),
+        }
+    )
 
 
 def test_frame_joins_title_and_body_and_drops_empty_reviews() -> None:

@@ -11,7 +11,19 @@ from embreg.train.lm_batches import BPTTBatches, batchify
 
 def test_tokenize_keeps_case_and_splits_punctuation_with_eos_per_line():
     assert tokenize_text("It's 3.5 km, isn't it?\n\n Next") == [
-        "It", "'s", "3.5", "km", ",", "isn", "'t", "it", "?", "<eos>", "Next", "<eos>"]
+        "It",
+        "'s",
+        "3.5",
+        "km",
+        ",",
+        "isn",
+        "'t",
+        "it",
+        "?",
+        "<eos>",
+        "Next",
+        "<eos>",
+    ]
 
 
 def test_vocabulary_maps_rare_words_to_unk():
@@ -36,7 +48,7 @@ def test_article_split_is_disjoint_complete_and_seeded():
 
 
 def test_build_corpus_uses_a_training_vocabulary_and_refuses_an_empty_corpus():
-    articles = [(f"t{i}", (["w%d" % i] * 5 + ["common"] * 3)) for i in range(6)]
+    articles = [(f"t{i}", ([f"w{i}"] * 5 + ["common"] * 3)) for i in range(6)]
     corpus = build_corpus(articles, fractions=(0.6, 0.2, 0.2), min_count=2)
     train_titles = set(corpus.articles["train"])
     assert not train_titles & set(corpus.articles["valid"]) and not train_titles & set(corpus.articles["test"])

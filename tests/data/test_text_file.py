@@ -46,8 +46,15 @@ def test_csv_round_trip_maps_string_labels_sorted(tmp_path: Path) -> None:
     ids = {"mixed": 0, "neg": 1, "pos": 2}
     assert all_rows(task) == {t: ids[lab] for t, lab in zip(df["text"], df["label"])}
     assert task.record == {
-        "dataset": "file", "path": str(path), "text_col": "text", "label_col": "label", "kind": "classification",
-        "split_seed": 0, "subset_seed": 0, "sizes": {"train": 30, "valid": 10, "test": 10}, "eval_shrunk": False,
+        "dataset": "file",
+        "path": str(path),
+        "text_col": "text",
+        "label_col": "label",
+        "kind": "classification",
+        "split_seed": 0,
+        "subset_seed": 0,
+        "sizes": {"train": 30, "valid": 10, "test": 10},
+        "eval_shrunk": False,
         "label_names": ["mixed", "neg", "pos"],
     }
 
@@ -183,11 +190,14 @@ def test_missing_label_column_lists_columns_and_suggests(tmp_path: Path) -> None
     assert "closest match: 'labels'" in message
 
 
-@pytest.mark.parametrize("body, where", [
-    ("a,1\n,0\nc,1\n", "line 3"),
-    ("a,1\nb,0\n   ,1\n", "line 4"),
-    ('a,1\nb,0\n"",1\n', "line 4"),
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ("a,1\n,0\nc,1\n", "line 3"),
+        ("a,1\nb,0\n   ,1\n", "line 4"),
+        ('a,1\nb,0\n"",1\n', "line 4"),
+    ],
+)
 def test_empty_text_in_csv_names_line_and_column(tmp_path: Path, body: str, where: str) -> None:
     path = write(tmp_path / "d.csv", "text,label\n" + body)
     with pytest.raises(DataError, match=rf"d\.csv: {where}, column 'text': (empty|missing) text"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.helpers.native_backends import select_backend
 
 

@@ -52,8 +52,15 @@ def test_more_blocks_than_rows_is_named():
         equipartition_blocks([1, 2, 3, 4], 5)
 
 
-@pytest.mark.parametrize("freq, match", [([1.0, -2.0], "negative value -2"), ([0.0, 0.0], "sum to 0"),
-                                         ([[1.0, 2.0]], "1-d"), ([1.0, float("nan")], "non-finite")])
+@pytest.mark.parametrize(
+    "freq, match",
+    [
+        ([1.0, -2.0], "negative value -2"),
+        ([0.0, 0.0], "sum to 0"),
+        ([[1.0, 2.0]], "1-d"),
+        ([1.0, float("nan")], "non-finite"),
+    ],
+)
 def test_bad_frequencies_are_named(freq, match):
     with pytest.raises(EmbregError, match=match):
         equipartition_blocks(freq, 1)

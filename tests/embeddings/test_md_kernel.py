@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.md_kernel_cases import small_layer as _layer
-from tests.helpers.md_kernel_cases import values_and_grads as _value_and_grads
-from tests.helpers.native_backends import require_kernel
 
 from embreg.embeddings import MixedDimensionEmbedding, _kernel, flat
 from embreg.errors import EmbregError
+from tests.helpers.md_kernel_cases import small_layer as _layer
+from tests.helpers.md_kernel_cases import values_and_grads as _value_and_grads
+from tests.helpers.native_backends import require_kernel
 
 
 @pytest.fixture
@@ -23,10 +23,19 @@ def _flat(layer: MixedDimensionEmbedding):
 
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("map_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("dims", [(16, 9, 4, 1), (32, 20, 3), (64, 40, 17, 3), (128, 70, 9, 1),  # fixed widths
-                                  (12, 5, 2)])  # any other width
-def test_values_and_gradients_match_the_tensor_op_lookup(kernel, sparse: bool, map_dtype: torch.dtype,
-                                                         dims: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    "dims",
+    [
+        (16, 9, 4, 1),
+        (32, 20, 3),
+        (64, 40, 17, 3),
+        (128, 70, 9, 1),  # fixed widths
+        (12, 5, 2),
+    ],
+)  # any other width
+def test_values_and_gradients_match_the_tensor_op_lookup(
+    kernel, sparse: bool, map_dtype: torch.dtype, dims: tuple[int, ...]
+) -> None:
     layer = _layer(sparse, dims=dims)
     layer.index_map = layer.index_map.to(map_dtype)
     ids = torch.randint(0, 300, (37, 11), generator=torch.Generator().manual_seed(1))  # repeats within the batch
@@ -91,8 +100,9 @@ def test_out_of_range_ids_name_the_value(kernel) -> None:
     with pytest.raises(EmbregError, match=r"holds the id -1"):
         layer(torch.tensor([[-1, 0]]))
     with pytest.raises(RuntimeError, match=r"found id 300; valid range is \[0, 300\)"):
-        flat.flat_mixed_dimension_lookup(torch.tensor([300]), *_flat(layer), *layer.layout[:2], layer.offsets,
-                                               layer.embedding_dim)
+        flat.flat_mixed_dimension_lookup(
+            torch.tensor([300]), *_flat(layer), *layer.layout[:2], layer.offsets, layer.embedding_dim
+        )
 
 
 def test_integer_id_dtypes_and_shapes(kernel) -> None:
@@ -109,8 +119,15 @@ def test_small_integer_id_dtypes_are_served_by_the_kernel(kernel) -> None:
     ids = torch.randint(0, 120, (9, 2), generator=torch.Generator().manual_seed(5))
     expected = layer(ids)
     for dtype in (torch.int16, torch.int8, torch.uint8):
-        out = _kernel.fused_lookup(ids.to(dtype), layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
-                                   layer.embedding_dim, sparse=False)
+        out = _kernel.fused_lookup(
+            ids.to(dtype),
+            layer.index_map,
+            layer.offsets,
+            *_flat(layer),
+            layer.block_dims,
+            layer.embedding_dim,
+            sparse=False,
+        )
         assert out is not None, dtype
         torch.testing.assert_close(out, expected)
 
@@ -119,8 +136,12 @@ def test_small_integer_id_dtypes_are_served_by_the_kernel(kernel) -> None:
 def test_ids_the_kernel_does_not_serve_get_the_layers_error(kernel, dtype: torch.dtype) -> None:
     layer = _layer()
     ids = torch.tensor([0, 1]).to(dtype)
-    assert _kernel.fused_lookup(ids, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
-                                layer.embedding_dim, sparse=False) is None
+    assert (
+        _kernel.fused_lookup(
+            ids, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims, layer.embedding_dim, sparse=False
+        )
+        is None
+    )
     with pytest.raises(EmbregError, match=f"ids must have an integer dtype, got {dtype}"):
         layer(ids)
 
@@ -128,8 +149,12 @@ def test_ids_the_kernel_does_not_serve_get_the_layers_error(kernel, dtype: torch
 def test_an_empty_batch_is_left_to_the_tensor_ops(kernel) -> None:
     layer = _layer(sparse=True)
     empty = torch.zeros(0, 3, dtype=torch.int64)
-    assert _kernel.fused_lookup(empty, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims,
-                                layer.embedding_dim, sparse=True) is None
+    assert (
+        _kernel.fused_lookup(
+            empty, layer.index_map, layer.offsets, *_flat(layer), layer.block_dims, layer.embedding_dim, sparse=True
+        )
+        is None
+    )
     assert layer(empty).shape == (0, 3, 16)
 
 
@@ -137,8 +162,9 @@ def test_a_layer_without_projections_runs_in_the_kernel(kernel) -> None:
     layer = _layer(dims=(8, 8, 8))
     assert layer.flat_projections is None
     ids = torch.tensor([[0, 299], [5, 5]])
-    out = _kernel.fused_kernel().lookup(ids, layer.index_map, layer.offsets, False, layer.flat_rows, None,
-                                        layer.block_dims, layer.embedding_dim)
+    out = _kernel.fused_kernel().lookup(
+        ids, layer.index_map, layer.offsets, False, layer.flat_rows, None, layer.block_dims, layer.embedding_dim
+    )
     assert out is not None and out.grad_fn is not None
     torch.testing.assert_close(out, layer.flat_rows.view(-1, 8)[layer.positions(ids)])
     out.sum().backward()
@@ -166,8 +192,12 @@ def test_parametrized_tables_are_read_through_the_parametrization(kernel) -> Non
 def test_float64_tables_take_the_tensor_ops(kernel) -> None:
     layer = _layer(dtype=torch.float64)
     assert not _kernel.kernel_applies(*_flat(layer))
-    assert _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, *_flat(layer), layer.block_dims,
-                                layer.embedding_dim, sparse=False) is None
+    assert (
+        _kernel.fused_lookup(
+            torch.tensor([0]), None, layer.offsets, *_flat(layer), layer.block_dims, layer.embedding_dim, sparse=False
+        )
+        is None
+    )
     assert layer(torch.tensor([0, 299])).dtype == torch.float64
     assert _kernel.kernel_applies(*_flat(_layer()))
 
@@ -175,11 +205,20 @@ def test_float64_tables_take_the_tensor_ops(kernel) -> None:
 def test_a_layout_that_does_not_fit_the_parameters_is_refused(kernel) -> None:
     layer = _layer()
     with pytest.raises(RuntimeError, match="the flat rows hold .* values; the blocks need"):
-        _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, layer.flat_rows[:-1], layer.flat_projections,
-                             layer.block_dims, layer.embedding_dim, sparse=False)
+        _kernel.fused_lookup(
+            torch.tensor([0]),
+            None,
+            layer.offsets,
+            layer.flat_rows[:-1],
+            layer.flat_projections,
+            layer.block_dims,
+            layer.embedding_dim,
+            sparse=False,
+        )
     with pytest.raises(RuntimeError, match=r"block 1 has dim 17; valid range is \[1, 16\]"):
-        _kernel.fused_lookup(torch.tensor([0]), None, layer.offsets, *_flat(layer), (16, 17, 4, 1),
-                             layer.embedding_dim, sparse=False)
+        _kernel.fused_lookup(
+            torch.tensor([0]), None, layer.offsets, *_flat(layer), (16, 17, 4, 1), layer.embedding_dim, sparse=False
+        )
 
 
 def test_sparse_adam_trains_through_the_kernel(kernel) -> None:

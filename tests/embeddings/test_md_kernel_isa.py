@@ -11,10 +11,10 @@ import warnings
 
 import pytest
 import torch
-from tests.helpers.md_kernel_cases import small_layer, values_and_grads
 
 from embreg._native import NativeKernel
 from embreg.embeddings import _kernel
+from tests.helpers.md_kernel_cases import small_layer, values_and_grads
 
 ISA_FLAGS = {"avx2": ["-mavx2", "-mfma", "-mno-avx512f"], "sse": ["-mno-avx", "-mno-avx2", "-mno-avx512f"]}
 
@@ -23,8 +23,9 @@ class _IsaKernel(NativeKernel):
     """The MD kernel compiled with ``ISA_FLAGS[isa]`` instead of ``-march=native`` (cached like any kernel)."""
 
     def __init__(self, isa: str) -> None:
-        super().__init__(f"embreg_md_lookup_{isa}", _kernel._KERNEL.source, "EMBREG_MD_KERNEL",
-                         f"mixed-dimension lookup ({isa})")
+        super().__init__(
+            f"embreg_md_lookup_{isa}", _kernel._KERNEL.source, "EMBREG_MD_KERNEL", f"mixed-dimension lookup ({isa})"
+        )
         self.isa = isa
 
     def flags(self) -> list[str]:

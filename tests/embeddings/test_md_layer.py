@@ -75,7 +75,7 @@ def test_two_flat_parameters_hold_every_block():
     with torch.no_grad():
         layer.blocks[2].weight[0].fill_(7.0)  # the blocks are views: writes reach the parameter
     start = layer.block_rows[0] * 8 + layer.block_rows[1] * 4
-    assert torch.equal(layer.flat_rows[start:start + 2], torch.full((2,), 7.0))
+    assert torch.equal(layer.flat_rows[start : start + 2], torch.full((2,), 7.0))
 
 
 def test_initialisation_draws_block_by_block_as_separate_tables():
@@ -85,7 +85,7 @@ def test_initialisation_draws_block_by_block_as_separate_tables():
     for block, (n, d) in zip(layer.blocks, [(3, 16), (40, 5), (60, 2)]):
         assert torch.equal(block.weight, torch.empty(n, d).normal_(std=0.5))
         if d != 16:
-            assert torch.equal(block.projection, torch.empty(d, 16).normal_(std=d ** -0.5))
+            assert torch.equal(block.projection, torch.empty(d, 16).normal_(std=d**-0.5))
 
 
 def test_a_per_block_checkpoint_loads_into_the_flat_parameters():
@@ -197,8 +197,9 @@ def test_fused_lookup_matches_the_reference_in_values_and_gradients(sparse):
     for lookup in (mixed_dimension_lookup, mixed_dimension_lookup_reference):
         torch.manual_seed(4)
         weights = [torch.randn(n, d, dtype=torch.float64, requires_grad=True) for n, d in zip(rows, dims)]
-        projections = [None if d == base else torch.randn(d, base, dtype=torch.float64, requires_grad=True)
-                       for d in dims]
+        projections = [
+            None if d == base else torch.randn(d, base, dtype=torch.float64, requires_grad=True) for d in dims
+        ]
         out = lookup(positions, weights, projections, offsets, sparse=sparse)
         (out * grad_out).sum().backward()
         results.append((out.detach(), [w.grad for w in weights], [p if p is None else p.grad for p in projections]))
@@ -244,10 +245,12 @@ def test_flat_parameter_gradients_equal_those_of_separate_tables(sparse):
     grad_out = torch.randn(2, 4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     (layer(ids) * grad_out).sum().backward()
     weights = [b.weight.detach().clone().requires_grad_() for b in layer.blocks]
-    projections = [None if b.projection is None else b.projection.detach().clone().requires_grad_()
-                   for b in layer.blocks]
-    (mixed_dimension_lookup_reference(layer.positions(ids), weights, projections, layer.offsets)
-     * grad_out).sum().backward()
+    projections = [
+        None if b.projection is None else b.projection.detach().clone().requires_grad_() for b in layer.blocks
+    ]
+    (
+        mixed_dimension_lookup_reference(layer.positions(ids), weights, projections, layer.offsets) * grad_out
+    ).sum().backward()
     assert layer.flat_rows.grad.is_sparse == sparse
     for block, weight, projection in zip(layer.blocks, weights, projections):
         torch.testing.assert_close(block.weight_grad, weight.grad)

@@ -28,9 +28,9 @@ def test_alpha_zero_gives_uniform_dims(kwargs):
 
 def test_budget_closed_form_when_no_bound_is_active():
     p, rows, alpha, budget = [0.3, 0.02, 0.001], [2, 30, 600], 0.4, 5000.0
-    lam = budget / sum(n * q ** alpha for n, q in zip(rows, p))  # the paper's budget scaling
+    lam = budget / sum(n * q**alpha for n, q in zip(rows, p))  # the paper's budget scaling
     sizes = power_law_sizes(p, alpha, budget=budget, rows=rows, min_dim=1)
-    assert sizes.tolist() == pytest.approx([lam * q ** alpha for q in p], rel=1e-9)
+    assert sizes.tolist() == pytest.approx([lam * q**alpha for q in p], rel=1e-9)
     assert float((torch.tensor(rows, dtype=torch.float64) * sizes).sum()) == pytest.approx(budget, rel=1e-9)
 
 

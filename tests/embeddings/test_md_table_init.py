@@ -26,8 +26,9 @@ def test_xavier_uniform_on_plain_tables_keeps_the_padding_row_zero():
     table = init_embedding_(nn.Embedding(300, 16, padding_idx=3), "xavier_uniform")
     _assert_uniform(table.weight[torch.arange(300) != 3], _xavier_bound(300, 16))
     assert torch.count_nonzero(table.weight[3]) == 0
-    _assert_uniform(init_embedding_(nn.EmbeddingBag(300, 16, mode="mean"), "xavier_uniform").weight,
-                    _xavier_bound(300, 16))
+    _assert_uniform(
+        init_embedding_(nn.EmbeddingBag(300, 16, mode="mean"), "xavier_uniform").weight, _xavier_bound(300, 16)
+    )
 
 
 @pytest.mark.parametrize("make", [MixedDimensionEmbedding, MixedDimensionEmbeddingBag])
@@ -41,7 +42,7 @@ def test_xavier_uniform_draws_block_rows_as_rows_of_the_whole_table_and_projecti
         _assert_uniform(block.projection, _xavier_bound(*block.projection.shape))
     assert blocks[0].projection is None
     # the views wrote through to the layer's two flat parameters
-    assert torch.equal(md.flat_rows[:40 * 32].view(40, 32), blocks[0].weight)
+    assert torch.equal(md.flat_rows[: 40 * 32].view(40, 32), blocks[0].weight)
 
 
 def test_xavier_uniform_at_alpha_zero_starts_as_a_xavier_uniform_table():

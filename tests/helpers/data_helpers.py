@@ -75,27 +75,27 @@ def leftovers(home: Path) -> list[str]:
 
 TINY_ATOMIC = {
     "ml-100k.inter": "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
-                     "1\t1\t5\t100\n1\t2\t3\t101\n2\t3\t4\t102\n3\t1\t1\t103\n4\t5\t2\t104\n2\t4\t5\t105\n",
+    "1\t1\t5\t100\n1\t2\t3\t101\n2\t3\t4\t102\n3\t1\t1\t103\n4\t5\t2\t104\n2\t4\t5\t105\n",
     "ml-100k.item": "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq\n"
-                    "1\tAlpha, The\t1995\tAction Comedy\n2\tBeta\t1996\tAction\n3\tGamma (Gamma)\t1997\tComedy Drama\n"
-                    "4\tunkonwn\tunkonwn\tunknown\n5\tEpsilon \"E\"\t1990\tDrama Comedy\n",
+    "1\tAlpha, The\t1995\tAction Comedy\n2\tBeta\t1996\tAction\n3\tGamma (Gamma)\t1997\tComedy Drama\n"
+    '4\tunkonwn\tunkonwn\tunknown\n5\tEpsilon "E"\t1990\tDrama Comedy\n',
     "ml-100k.user": "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token\n"
-                    "1\t24\tM\tstudent\t01234\n2\t27\tF\tstudent\t55414\n3\t45\tM\tengineer\tT8H1N\n"
-                    "4\t41\tF\tengineer\t90210\n",
+    "1\t24\tM\tstudent\t01234\n2\t27\tF\tstudent\t55414\n3\t45\tM\tengineer\tT8H1N\n"
+    "4\t41\tF\tengineer\t90210\n",
     "ml-100k.link": "item_id:token\tentity_id:token\n1\tm.f1\n2\tm.f2\n3\tm.f3\n4\tm.f4\n",
     "ml-100k.kg": "head_id:token\trelation_id:token\ttail_id:token\n"
-                  "m.f1\tfilm.film.actor\tm.a1\n"
-                  "m.f2\tfilm.film.actor\tm.a1\n"
-                  "m.d1\tfilm.director.film\tm.f2\n"
-                  "m.d1\tfilm.director.film\tm.f3\n"
-                  "m.f3\tfilm.film.directed_by\tm.d1\n"
-                  "m.w1\tfilm.writer.film\tm.f1\n"
-                  "m.p1\tfilm.producer.film\tm.f1\n"
-                  "m.p1\tfilm.producer.film\tm.f2\n"
-                  "m.p1\tfilm.producer.film\tm.f3\n"
-                  "m.f4\tfilm.film.genre\tm.g1\n"
-                  "m.f1\tfilm.film.genre\tm.g1\n"
-                  "m.f3\tfilm.film.sequel\tm.f4\n",
+    "m.f1\tfilm.film.actor\tm.a1\n"
+    "m.f2\tfilm.film.actor\tm.a1\n"
+    "m.d1\tfilm.director.film\tm.f2\n"
+    "m.d1\tfilm.director.film\tm.f3\n"
+    "m.f3\tfilm.film.directed_by\tm.d1\n"
+    "m.w1\tfilm.writer.film\tm.f1\n"
+    "m.p1\tfilm.producer.film\tm.f1\n"
+    "m.p1\tfilm.producer.film\tm.f2\n"
+    "m.p1\tfilm.producer.film\tm.f3\n"
+    "m.f4\tfilm.film.genre\tm.g1\n"
+    "m.f1\tfilm.film.genre\tm.g1\n"
+    "m.f3\tfilm.film.sequel\tm.f4\n",
 }
 """A five-item, four-user ML-100k look-alike in RecBole's atomic layout (item 5 has no KG entity)."""
 

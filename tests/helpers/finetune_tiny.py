@@ -24,9 +24,17 @@ def one_thread():
 
 
 def tiny_config(layers: int = 3, dropout: float = 0.0, num_labels: int = 2) -> BertConfig:
-    return BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
-                      intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=dropout,
-                      attention_probs_dropout_prob=dropout, num_labels=num_labels)
+    return BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        num_labels=num_labels,
+    )
 
 
 def tiny_classifier(num_labels: int = 2, dropout: float = 0.0, layers: int = 3, seed: int = 0) -> EncoderClassifier:
@@ -45,8 +53,7 @@ def tiny_batch(batch: int = 4, length: int = 7, num_labels: int = 2, seed: int =
     lengths[0] = length
     mask = (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()
     ids = torch.randint(1, VOCAB, (batch, length), generator=g) * mask
-    labels = (torch.randn(batch, generator=g) if num_labels == 1
-              else torch.randint(0, num_labels, (batch,), generator=g))
+    labels = torch.randn(batch, generator=g) if num_labels == 1 else torch.randint(0, num_labels, (batch,), generator=g)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
@@ -83,9 +90,18 @@ def tiny_checkpoint(directory) -> object:
     vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                            sep_token="[SEP]").save_pretrained(directory)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
+    ).save_pretrained(directory)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=16, max_position_embeddings=64)).save_pretrained(directory)
+    BertModel(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=8,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=16,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(directory)
     return directory

@@ -8,8 +8,9 @@ import torch
 from embreg.embeddings import MixedDimensionEmbedding, _kernel, equipartition_blocks, flat
 
 
-def small_layer(sparse: bool = False, rows: int = 300, dims=(16, 9, 4, 1),
-                dtype=torch.float32) -> MixedDimensionEmbedding:
+def small_layer(
+    sparse: bool = False, rows: int = 300, dims=(16, 9, 4, 1), dtype=torch.float32
+) -> MixedDimensionEmbedding:
     """``rows`` rows with power-law frequencies in ``len(dims)`` equal-mass blocks of dims ``dims`` (base
     ``dims[0]``)."""
     torch.manual_seed(0)
@@ -24,13 +25,23 @@ def values_and_grads(layer: MixedDimensionEmbedding, ids: torch.Tensor, upstream
     for p in layer.parameters():
         p.grad = None
     if fused:
-        out = _kernel.fused_lookup(ids, layer.index_map, layer.offsets, layer.flat_rows, layer.flat_projections,
-                                   layer.block_dims, layer.embedding_dim, sparse=layer.sparse)
+        out = _kernel.fused_lookup(
+            ids,
+            layer.index_map,
+            layer.offsets,
+            layer.flat_rows,
+            layer.flat_projections,
+            layer.block_dims,
+            layer.embedding_dim,
+            sparse=layer.sparse,
+        )
     else:
         positions = layer.positions(ids).reshape(-1)
-        out = flat._FlatMixedDimensionLookup.apply(positions, layer.offsets, layer.sparse, layer.layout,
-                                                   layer.flat_rows, layer.flat_projections).reshape(*ids.shape, -1)
+        out = flat._FlatMixedDimensionLookup.apply(
+            positions, layer.offsets, layer.sparse, layer.layout, layer.flat_rows, layer.flat_projections
+        ).reshape(*ids.shape, -1)
     out.backward(upstream)
-    grads = [None if p.grad is None else (p.grad.to_dense() if p.grad.is_sparse else p.grad)
-             for p in layer.parameters()]
+    grads = [
+        None if p.grad is None else (p.grad.to_dense() if p.grad.is_sparse else p.grad) for p in layer.parameters()
+    ]
     return out.detach(), grads

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier, tiny_hf_classifier  # noqa: F401 (one_thread: autouse)
 from transformers import TrainingArguments
 
 from embreg.integrations.hf_trainer import RegularizedTrainer, regularized_loss
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout, MixoutLinear
+from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier, tiny_hf_classifier  # noqa: F401 (one_thread: autouse)
 
 REGULARIZERS = {
     "lnsr": lambda: LNSR(sigma=0.5),
@@ -34,9 +34,18 @@ class Rows(torch.utils.data.Dataset):
 
 
 def _args(tmp_path: Path) -> TrainingArguments:
-    return TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, learning_rate=1e-3,
-                             report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                             disable_tqdm=True, seed=0)
+    return TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
 
 
 class CountingHook:
@@ -54,8 +63,9 @@ def test_each_regulariser_trains_a_hugging_face_model(tmp_path: Path, name: str)
     model = tiny_hf_classifier(dropout=0.1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     hook = CountingHook()
-    trainer = RegularizedTrainer(model=model, args=_args(tmp_path), train_dataset=Rows(),
-                                 regularizers=[REGULARIZERS[name](), hook])
+    trainer = RegularizedTrainer(
+        model=model, args=_args(tmp_path), train_dataset=Rows(), regularizers=[REGULARIZERS[name](), hook]
+    )
     trainer.train()
     assert hook.calls == [True, True]
     if name in ("lnsr", "l2sp", "smart", "r3f"):
@@ -63,14 +73,16 @@ def test_each_regulariser_trains_a_hugging_face_model(tmp_path: Path, name: str)
     if name == "mixout":
         assert isinstance(trainer.model.bert.encoder.layer[0].attention.self.query, MixoutLinear)
     after = trainer.model.state_dict()
-    assert not torch.equal(before["bert.encoder.layer.0.output.dense.weight"],
-                           after["bert.encoder.layer.0.output.dense.weight"])
+    assert not torch.equal(
+        before["bert.encoder.layer.0.output.dense.weight"], after["bert.encoder.layer.0.output.dense.weight"]
+    )
 
 
 def test_embreg_models_work_inside_the_hugging_face_trainer(tmp_path: Path) -> None:
     model = tiny_classifier(dropout=0.1)
-    trainer = RegularizedTrainer(model=model, args=_args(tmp_path), train_dataset=Rows(), eval_dataset=Rows(),
-                                 regularizers=[LNSR(sigma=0.5)])
+    trainer = RegularizedTrainer(
+        model=model, args=_args(tmp_path), train_dataset=Rows(), eval_dataset=Rows(), regularizers=[LNSR(sigma=0.5)]
+    )
     trainer.train()
     assert trainer.last_penalty > 0 and not trainer.args.remove_unused_columns
     assert "eval_loss" in trainer.evaluate()

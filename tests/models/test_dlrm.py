@@ -9,10 +9,12 @@ from embreg.models import DLRM
 
 def _batch(n=6):
     g = torch.Generator().manual_seed(0)
-    return {"categorical": torch.stack([torch.randint(0, 5, (n,), generator=g),
-                                        torch.randint(0, 7, (n,), generator=g)], 1),
-            "bags": torch.randint(0, 4, (n, 1, 3), generator=g),
-            "dense": torch.randn(n, 3, generator=g), "label": (torch.rand(n, generator=g) > 0.5).float()}
+    return {
+        "categorical": torch.stack([torch.randint(0, 5, (n,), generator=g), torch.randint(0, 7, (n,), generator=g)], 1),
+        "bags": torch.randint(0, 4, (n, 1, 3), generator=g),
+        "dense": torch.randn(n, 3, generator=g),
+        "label": (torch.rand(n, generator=g) > 0.5).float(),
+    }
 
 
 def test_interactions_are_the_pairwise_dots_of_bottom_and_field_vectors():
@@ -26,7 +28,8 @@ def test_interactions_are_the_pairwise_dots_of_bottom_and_field_vectors():
     assert torch.allclose(out.hidden["interactions"], expected, atol=1e-6)
     assert torch.allclose(out.predictions, model.top(torch.cat([x, expected], 1)).squeeze(-1), atol=1e-6)
     assert model.loss(batch, out).item() == pytest.approx(
-        F.binary_cross_entropy_with_logits(out.predictions, batch["label"]).item())
+        F.binary_cross_entropy_with_logits(out.predictions, batch["label"]).item()
+    )
 
 
 def test_mixed_dimension_fields_and_bags_train():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 from transformers import BertConfig, BertModel
 
 from embreg.errors import ConfigError
 from embreg.models import EncoderClassifier
 from embreg.models.encoder_classifier import trim_padding
+from tests.helpers.finetune_tiny import one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 
 
 def test_outputs_hidden_states_and_losses() -> None:
@@ -41,8 +41,10 @@ def test_extra_padding_does_not_change_predictions(pooling: str) -> None:
     torch.manual_seed(0)
     model = EncoderClassifier(tiny_classifier().encoder, 2, pooling=pooling).eval()
     batch = tiny_batch()
-    padded = {k: torch.cat([v, torch.zeros(v.shape[0], 5, dtype=v.dtype)], dim=1) if v.dim() == 2 else v
-              for k, v in batch.items()}
+    padded = {
+        k: torch.cat([v, torch.zeros(v.shape[0], 5, dtype=v.dtype)], dim=1) if v.dim() == 2 else v
+        for k, v in batch.items()
+    }
     assert trim_padding(padded)["input_ids"].shape == batch["input_ids"].shape
     torch.testing.assert_close(model(padded).predictions, model(batch).predictions)
 

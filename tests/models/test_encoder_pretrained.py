@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import one_thread  # noqa: F401 (one_thread: autouse)
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from embreg.data import sources
@@ -17,6 +16,7 @@ from embreg.data.sources import Source
 from embreg.errors import DataError
 from embreg.models import EncoderClassifier, encode_texts, list_pretrained, load_pretrained
 from embreg.models import pretrained as registry
+from tests.helpers.finetune_tiny import one_thread  # noqa: F401 (one_thread: autouse)
 
 
 def _sha(data: bytes) -> str:
@@ -49,8 +49,14 @@ def test_fetch_unpacks_verifies_and_then_stays_offline(tmp_path: Path, monkeypat
     monkeypatch.setenv("EMBREG_HOME", str(tmp_path / "home"))
     members = {"config.json": b"{}", "weights.bin": b"123", "extra.txt": b"not wanted"}
     source = ZipSource(_archive(tmp_path, members))
-    spec = registry.PretrainedSpec("toy", "a toy", source, "m.zip", _sha(source.archive),
-                                   (("config.json", _sha(b"{}")), ("weights.bin", _sha(b"123"))))
+    spec = registry.PretrainedSpec(
+        "toy",
+        "a toy",
+        source,
+        "m.zip",
+        _sha(source.archive),
+        (("config.json", _sha(b"{}")), ("weights.bin", _sha(b"123"))),
+    )
     monkeypatch.setitem(registry._SPECS, "toy", spec)
     directory = registry.fetch_pretrained("toy", progress=False)
     assert directory == tmp_path / "home" / "models" / "toy"
@@ -82,11 +88,13 @@ def _tiny_checkpoint(directory: Path) -> Path:
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "good": 4, "bad": 5, "dress": 6}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
+    )
     fast.save_pretrained(directory)
-    BertModel(BertConfig(vocab_size=7, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=16)).save_pretrained(directory)
+    BertModel(
+        BertConfig(vocab_size=7, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16)
+    ).save_pretrained(directory)
     return directory
 
 

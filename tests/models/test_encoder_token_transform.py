@@ -11,8 +11,9 @@ transformers = pytest.importorskip("transformers")
 def _model(transform):
     from embreg.models import EncoderClassifier
 
-    config = transformers.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=16)
+    config = transformers.BertConfig(
+        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
     torch.manual_seed(0)
     return EncoderClassifier(transformers.BertModel(config), num_labels=2, token_transform=transform)
 

@@ -30,18 +30,33 @@ from embreg.train.trainer import Trainer
 def _ncf(kind: str = "uniform", dropout: float = 0.0) -> NCF:
     torch.manual_seed(0)
     if kind == "mixed":
-        return NCF(MixedDimensionEmbedding([3, 5], [6, 2], 6), MixedDimensionEmbedding([4, 6], [6, 3], 6),
-                   mlp_dims=(8, 8, 4), global_mean=3.0, dropout=dropout)
+        return NCF(
+            MixedDimensionEmbedding([3, 5], [6, 2], 6),
+            MixedDimensionEmbedding([4, 6], [6, 3], 6),
+            mlp_dims=(8, 8, 4),
+            global_mean=3.0,
+            dropout=dropout,
+        )
     if kind == "separate":
-        return NCF(nn.Embedding(8, 6), nn.Embedding(10, 6), mlp_dims=(8, 4), global_mean=3.0, dropout=dropout,
-                   mlp_user_embedding=nn.Embedding(8, 5), mlp_item_embedding=nn.Embedding(10, 3))
+        return NCF(
+            nn.Embedding(8, 6),
+            nn.Embedding(10, 6),
+            mlp_dims=(8, 4),
+            global_mean=3.0,
+            dropout=dropout,
+            mlp_user_embedding=nn.Embedding(8, 5),
+            mlp_item_embedding=nn.Embedding(10, 3),
+        )
     return NCF(nn.Embedding(8, 6), nn.Embedding(10, 6), mlp_dims=(8, 8, 4), global_mean=3.0, dropout=dropout)
 
 
 def _ncf_batch(n: int = 12) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(1)
-    return {"user": torch.randint(0, 8, (n,), generator=g), "item": torch.randint(0, 10, (n,), generator=g),
-            "rating": torch.rand(n, generator=g) * 4 + 1}
+    return {
+        "user": torch.randint(0, 8, (n,), generator=g),
+        "item": torch.randint(0, 10, (n,), generator=g),
+        "rating": torch.rand(n, generator=g) * 4 + 1,
+    }
 
 
 def _dlrm(kind: str = "uniform", num_dense: int = 3, top_mlp=(8, 6)) -> DLRM:
@@ -55,9 +70,11 @@ def _dlrm(kind: str = "uniform", num_dense: int = 3, top_mlp=(8, 6)) -> DLRM:
 
 def _dlrm_batch(n: int = 12) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(1)
-    return {"categorical": torch.stack([torch.randint(0, 5, (n,), generator=g),
-                                        torch.randint(0, 7, (n,), generator=g)], 1),
-            "dense": torch.randn(n, 3, generator=g), "label": (torch.rand(n, generator=g) > 0.5).float()}
+    return {
+        "categorical": torch.stack([torch.randint(0, 5, (n,), generator=g), torch.randint(0, 7, (n,), generator=g)], 1),
+        "dense": torch.randn(n, 3, generator=g),
+        "label": (torch.rand(n, generator=g) > 0.5).float(),
+    }
 
 
 # The forward passes as they were before the layer stacks: the new forwards must give the same bits.
@@ -144,8 +161,7 @@ def test_state_shapes_and_the_old_hidden_keys_stay() -> None:
     ncf, nb = _ncf().eval(), _ncf_batch()
     out = ncf(nb)
     assert {"user_vectors", "item_vectors"} <= set(out.hidden)
-    assert [tuple(out.hidden[hidden_state_key(i)].shape) for i in range(4)] == [(12, 12), (12, 14), (12, 14),
-                                                                                 (12, 10)]
+    assert [tuple(out.hidden[hidden_state_key(i)].shape) for i in range(4)] == [(12, 12), (12, 14), (12, 14), (12, 10)]
     h0 = out.hidden[hidden_state_key(0)]
     assert torch.equal(h0, torch.cat([out.hidden["user_vectors"], out.hidden["item_vectors"]], -1))
     dlrm, db = _dlrm().eval(), _dlrm_batch()
@@ -167,12 +183,15 @@ def test_state_dict_keys_are_unchanged() -> None:
 
 
 @pytest.mark.parametrize(("make", "make_batch", "old_forward"), CASES)
-@pytest.mark.parametrize("reg", [
-    pytest.param(lambda: R3F(weight=1.0, sigma=1e-3), id="r3f"),
-    pytest.param(lambda: SMART(weight=1.0, epsilon=1e-3), id="smart"),
-    pytest.param(lambda: LNSR(sigma=0.1), id="lnsr"),
-    pytest.param(lambda: LNSR(sigma=0.1, replay_dropout=False), id="lnsr-fresh-dropout"),
-])
+@pytest.mark.parametrize(
+    "reg",
+    [
+        pytest.param(lambda: R3F(weight=1.0, sigma=1e-3), id="r3f"),
+        pytest.param(lambda: SMART(weight=1.0, epsilon=1e-3), id="smart"),
+        pytest.param(lambda: LNSR(sigma=0.1), id="lnsr"),
+        pytest.param(lambda: LNSR(sigma=0.1, replay_dropout=False), id="lnsr-fresh-dropout"),
+    ],
+)
 def test_penalty_is_finite_and_reaches_every_parameter(make, make_batch, old_forward, reg) -> None:
     model, batch = make().train(), make_batch()
     regularizer = reg()
@@ -182,8 +201,9 @@ def test_penalty_is_finite_and_reaches_every_parameter(make, make_batch, old_for
     value.backward()
     head = {id(_head_bias(model))}
     if isinstance(regularizer, LNSR):  # LNSR compares states, the head is not part of it
-        head |= {id(p) for p in (model.output if isinstance(model, NCF) else model.top[len(model.top) - 1])
-                 .parameters()}
+        head |= {
+            id(p) for p in (model.output if isinstance(model, NCF) else model.top[len(model.top) - 1]).parameters()
+        }
     for name, p in model.named_parameters():
         if id(p) in head:
             continue
@@ -235,10 +255,16 @@ def test_trainer_runs_ncf_with_r3f(synthetic_ratings) -> None:
     model = NCF(nn.Embedding(30, 4), nn.Embedding(40, 4), mlp_dims=(8, 4), global_mean=3.0, dropout=0.1)
     n = synthetic_ratings["user"].shape[0]
     train = {k: v[: n * 8 // 10] for k, v in synthetic_ratings.items()}
-    valid = {k: v[n * 8 // 10:] for k, v in synthetic_ratings.items()}
-    trainer = Trainer(model, optimizer_factory("adam", 0.01), TensorBatches(train, 64, seed=0),
-                      RatingEvaluator({"valid": valid, "test": valid}, rating_range=(1.0, 5.0)), epochs=2,
-                      progress=False, regularizers=[R3F(weight=1.0, sigma=1e-3), LNSR(sigma=0.01)])
+    valid = {k: v[n * 8 // 10 :] for k, v in synthetic_ratings.items()}
+    trainer = Trainer(
+        model,
+        optimizer_factory("adam", 0.01),
+        TensorBatches(train, 64, seed=0),
+        RatingEvaluator({"valid": valid, "test": valid}, rating_range=(1.0, 5.0)),
+        epochs=2,
+        progress=False,
+        regularizers=[R3F(weight=1.0, sigma=1e-3), LNSR(sigma=0.01)],
+    )
     result = trainer.fit()
     assert result.metrics["epochs_run"] == 2 and torch.isfinite(torch.tensor(result.metrics["test_rmse"]))
 
@@ -267,22 +293,32 @@ def test_the_abstract_stack_lives_on_the_nn_floor_and_is_re_exported() -> None:
     assert reg_layer_stack.LayerStack is nn_layer_stack.LayerStack
     assert reg_layer_stack.SequentialStack is nn_layer_stack.SequentialStack
     assert reg_layer_stack.check_layer_index is nn_layer_stack.check_layer_index
-    assert set(reg_layer_stack.__all__) == {"LayerStack", "SequentialStack", "HFEncoderStack", "DropoutReplay",
-                                            "hidden_state_key", "hidden_states_dict", "layer_stack",
-                                            "check_layer_index"}
+    assert set(reg_layer_stack.__all__) == {
+        "LayerStack",
+        "SequentialStack",
+        "HFEncoderStack",
+        "DropoutReplay",
+        "hidden_state_key",
+        "hidden_states_dict",
+        "layer_stack",
+        "check_layer_index",
+    }
     assert nn_layer_stack._hidden_state_key(3) == hidden_state_key(3)
 
 
 def test_models_and_nn_do_not_import_the_regularizers() -> None:
-    code = ("import sys, embreg.nn.layer_stack\n"
-            "assert not [m for m in sys.modules if m.startswith(('embreg.models', 'embreg.regularizers'))]\n"
-            "import embreg.models\n"
-            "assert not [m for m in sys.modules if m.startswith('embreg.regularizers')]\n")
+    code = (
+        "import sys, embreg.nn.layer_stack\n"
+        "assert not [m for m in sys.modules if m.startswith(('embreg.models', 'embreg.regularizers'))]\n"
+        "import embreg.models\n"
+        "assert not [m for m in sys.modules if m.startswith('embreg.regularizers')]\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("name", ["embreg.nn.layer_stack", "embreg.regularizers.layer_stack", "embreg.models.ncf",
-                                  "embreg.models.dlrm"])
+@pytest.mark.parametrize(
+    "name", ["embreg.nn.layer_stack", "embreg.regularizers.layer_stack", "embreg.models.ncf", "embreg.models.dlrm"]
+)
 def test_docstring_examples_run(name) -> None:
     import doctest
 

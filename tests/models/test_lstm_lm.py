@@ -80,8 +80,13 @@ def test_dropout_sites_have_the_model_sharing():
     batch = _batch()
     sites = lm.dropout_sites(batch, lm(batch))
     assert {n: s.structure for n, s in sites.items()} == {
-        "embedding": "token", "input": "locked", "hidden.0": "locked", "output": "locked",
-        "weight_hh.0": "element", "weight_hh.1": "element"}
+        "embedding": "token",
+        "input": "locked",
+        "hidden.0": "locked",
+        "output": "locked",
+        "weight_hh.0": "element",
+        "weight_hh.1": "element",
+    }
     assert sites["weight_hh.1"].tensor is lm.rnns[1].module.weight_hh_l0
 
 

@@ -46,8 +46,9 @@ def _lm(**kwargs) -> LSTMLanguageModel:
 @pytest.mark.parametrize("unroll", [False, True])
 def test_transforms_at_p_zero_reproduce_the_plain_model_exactly(unroll) -> None:
     plain = _lm(unroll=unroll, **DROPOUT).train()
-    with_transforms = _lm(unroll=unroll, input_transform=SSE(V, 0.0, seed=0), label_transform=LabelSSE(V, 0.0, seed=0),
-                          **DROPOUT).train()
+    with_transforms = _lm(
+        unroll=unroll, input_transform=SSE(V, 0.0, seed=0), label_transform=LabelSSE(V, 0.0, seed=0), **DROPOUT
+    ).train()
     for index in range(3):
         batch = _batch(index, reset=index == 0, seed=index)
         torch.manual_seed(10 + index)
@@ -218,13 +219,17 @@ def test_layer_noise_on_the_lm_perturbs_training_only() -> None:
     assert not torch.allclose(model.train()(batch).predictions, clean)
 
 
-def test_r3f_and_smart_refuse_sequence_logits_clearly() -> None:
+def test_r3f_and_smart_take_sequence_logits_per_token() -> None:
+    from embreg.regularizers.divergence import symmetric_kl
+
     model = _lm().train()
     batch = _batch()
     for reg in (R3F(weight=1.0, sigma=1e-3), SMART(weight=1.0, epsilon=1e-3)):
         model = reg.prepare(model)
-        with pytest.raises(ConfigError, match=r"\(B, C\) logit tensors.*\(3, 7, 40\)"):
-            reg.penalty(StepContext(model, batch, output=model(batch)))
+        penalty = reg.penalty(StepContext(model, batch, output=model(batch)))
+        assert penalty.ndim == 0 and torch.isfinite(penalty) and penalty > 0
+    a, b = torch.randn(3, 7, 40), torch.randn(3, 7, 40)  # the (B, T, V) form is the mean over the B * T tokens
+    assert torch.allclose(symmetric_kl(a, b), symmetric_kl(a.reshape(-1, 40), b.reshape(-1, 40)))
 
 
 def test_hidden_states_are_returned_beside_the_dropout_sites() -> None:
@@ -233,5 +238,11 @@ def test_hidden_states_are_returned_beside_the_dropout_sites() -> None:
     assert {"input", "hidden.0", "output", "input_ids"} <= set(out.hidden)
     assert torch.equal(out.hidden[hidden_state_key(2)], out.hidden["output"])
     assert torch.equal(out.hidden[hidden_state_key(1)], out.hidden["hidden.0"])  # eval: dropout is identity
-    assert sorted(model.dropout_sites(_batch(), out)) == ["embedding", "hidden.0", "input", "output", "weight_hh.0",
-                                                        "weight_hh.1"]
+    assert sorted(model.dropout_sites(_batch(), out)) == [
+        "embedding",
+        "hidden.0",
+        "input",
+        "output",
+        "weight_hh.0",
+        "weight_hh.1",
+    ]

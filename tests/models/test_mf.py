@@ -30,7 +30,9 @@ def test_l2_adds_batch_mean_squared_norms():
     out = mf(batch)
     mse = (out.predictions - batch["rating"]).pow(2).mean()
     h = out.hidden
-    norms = h["user_vectors"].pow(2).sum(-1) + h["item_vectors"].pow(2).sum(-1) + h["user_bias"] ** 2 + h["item_bias"] ** 2
+    norms = (
+        h["user_vectors"].pow(2).sum(-1) + h["item_vectors"].pow(2).sum(-1) + h["user_bias"] ** 2 + h["item_bias"] ** 2
+    )
     assert torch.allclose(mf.loss(batch, out), mse + 0.1 * norms.mean())
 
 

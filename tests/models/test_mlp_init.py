@@ -12,10 +12,13 @@ def _linears(model: nn.Module) -> list[nn.Linear]:
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
 
 
-@pytest.mark.parametrize("make", [
-    lambda: NCF(nn.Embedding(5, 8), nn.Embedding(6, 8)),
-    lambda: DLRM([nn.Embedding(5, 8), nn.Embedding(7, 8)], 3, dim=8, bottom_mlp=(64,), top_mlp=(64, 32)),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: NCF(nn.Embedding(5, 8), nn.Embedding(6, 8)),
+        lambda: DLRM([nn.Embedding(5, 8), nn.Embedding(7, 8)], 3, dim=8, bottom_mlp=(64,), top_mlp=(64, 32)),
+    ],
+)
 def test_every_linear_layer_starts_xavier_uniform_with_zero_biases(make):
     torch.manual_seed(0)
     linears = _linears(make())

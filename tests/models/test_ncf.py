@@ -41,8 +41,13 @@ def test_mixed_dimension_tables_drop_in_and_get_gradients():
 
 
 def test_separate_mlp_tables_and_bad_arguments():
-    model = NCF(nn.Embedding(5, 8), nn.Embedding(6, 8), mlp_user_embedding=nn.Embedding(5, 3),
-                mlp_item_embedding=nn.Embedding(6, 3), mlp_dims=(4,))
+    model = NCF(
+        nn.Embedding(5, 8),
+        nn.Embedding(6, 8),
+        mlp_user_embedding=nn.Embedding(5, 3),
+        mlp_item_embedding=nn.Embedding(6, 3),
+        mlp_dims=(4,),
+    )
     assert model.mlp[0].in_features == 6 and model(_batch()).predictions.shape == (3,)
     with pytest.raises(ValueError, match="both"):
         NCF(nn.Embedding(5, 8), nn.Embedding(6, 8), mlp_user_embedding=nn.Embedding(5, 3))

@@ -33,8 +33,14 @@ def test_locked_dropout_rate_and_mean_within_tolerance():
     assert y.mean().item() == pytest.approx(1.0, abs=0.01)
 
 
-@pytest.mark.parametrize("make", [lambda: LockedDropout(0.5), lambda: EmbeddingDropout(nn.Embedding(9, 4), 0.5),
-                                  lambda: WeightDrop(nn.LSTM(4, 3, batch_first=True), ["weight_hh_l0"], 0.5)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LockedDropout(0.5),
+        lambda: EmbeddingDropout(nn.Embedding(9, 4), 0.5),
+        lambda: WeightDrop(nn.LSTM(4, 3, batch_first=True), ["weight_hh_l0"], 0.5),
+    ],
+)
 def test_blocks_are_identity_in_eval_at_zero_and_when_disabled(make):
     torch.manual_seed(0)
     block = make()

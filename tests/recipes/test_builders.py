@@ -14,8 +14,9 @@ from embreg.sse import SSE
 
 def _data(n=400, users=20, items=30, seed=0):
     rng = np.random.default_rng(seed)
-    ratings = RatingsData.from_labels(rng.integers(0, users, n), rng.integers(0, items, n),
-                                      rng.integers(1, 6, n).astype(np.float32))
+    ratings = RatingsData.from_labels(
+        rng.integers(0, users, n), rng.integers(0, items, n), rng.integers(1, 6, n).astype(np.float32)
+    )
     return PreparedRatings(ratings=ratings, split=random_split(n, (0.8, 0.1, 0.1), seed=0))
 
 
@@ -77,8 +78,9 @@ def test_ranking_batches_sample_true_negatives():
 
 def test_objective_and_regularizers_are_built_from_the_recipe():
     data = _data()
-    built = build_run(load_recipe("ncf", ["regularizers=[{name: r3f, sigma: 0.001}]", "model.mlp=[8]", "model.dim=4"]),
-                      data)
+    built = build_run(
+        load_recipe("ncf", ["regularizers=[{name: r3f, sigma: 0.001}]", "model.mlp=[8]", "model.dim=4"]), data
+    )
     (r3f,) = built.regularizers
     assert isinstance(r3f, R3F) and r3f.sigma == 0.001
     assert built.context.model is built.model and built.context.objective is built.objective

@@ -33,6 +33,7 @@ def restore_threads():
 
 # -- list -------------------------------------------------------------------------------------------------------------
 
+
 def test_list_shows_recipes_datasets_and_every_registered_entry(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
@@ -70,8 +71,10 @@ def test_list_json_has_recipes_datasets_and_every_slot(capsys):
 
 # -- show ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["mf", "ncf", "mf-sse-graph", "md-ncf", "ctr-adult", "lm-r-approx-xi",
-                                  "ft-reviews-lnsr"])
+
+@pytest.mark.parametrize(
+    "name", ["mf", "ncf", "mf-sse-graph", "md-ncf", "ctr-adult", "lm-r-approx-xi", "ft-reviews-lnsr"]
+)
 def test_show_prints_yaml_that_loads_back(capsys, name):
     assert main(["show", name]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
@@ -91,8 +94,10 @@ def test_show_applies_overrides_and_reports_errors(capsys):
 
 def test_show_and_run_a_users_yaml_file(tmp_path, capsys):
     path = tmp_path / "my.yaml"
-    path.write_text("name: my\ndescription: my own MF\ntask: rating\nmodel: {name: mf, dim: 8}\n"
-                    "index_transforms:\n  item: {name: sse-se, p: 0.05}\n")
+    path.write_text(
+        "name: my\ndescription: my own MF\ntask: rating\nmodel: {name: mf, dim: 8}\n"
+        "index_transforms:\n  item: {name: sse-se, p: 0.05}\n"
+    )
     assert main(["show", str(path)]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)
     assert to_dict(recipe_from_mapping(shown)) == to_dict(load_recipe(path))
@@ -110,6 +115,7 @@ def test_show_and_run_a_users_yaml_file(tmp_path, capsys):
 
 # -- the issue's acceptance path: show a recipe, add a technique, run the file ----------------------------------------
 
+
 def _show_to_file(capsys, name: str, path: Path) -> str:
     assert main(["show", name]) == 0
     text = capsys.readouterr().out
@@ -122,9 +128,11 @@ def _run_file(capsys, path: Path, out: Path, overrides) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
-DUPLICATE_KEY_BUG = ("src bug: `embreg show` (src/embreg/cli.py, cmd_show) prints empty `index_transforms: {}` and "
-                     "`regularizers: []`, and load_yaml (src/embreg/config.py) refuses the appended section as a "
-                     "duplicate key")
+DUPLICATE_KEY_BUG = (
+    "src bug: `embreg show` (src/embreg/cli.py, cmd_show) prints empty `index_transforms: {}` and "
+    "`regularizers: []`, and load_yaml (src/embreg/config.py) refuses the appended section as a "
+    "duplicate key"
+)
 
 
 def test_acceptance_ncf_with_r3f_appended(tmp_path, capsys):
@@ -158,14 +166,23 @@ def test_acceptance_lm_dropout_with_sse_appended(tmp_path, capsys):
     assert {k: v.name for k, v in saved.index_transforms.items()} == {"token": "sse-se", "label": "label-sse"}
 
 
-@pytest.mark.parametrize("name, section, value, overrides, metric", [
-    ("ncf", "regularizers", [{"name": "r3f"}], QUICK_RATING, "test_rmse"),
-    ("ctr-adult", "regularizers", [{"name": "smart"}], QUICK_CTR, "test_logloss"),
-    ("lm-dropout", "index_transforms", {"token": {"name": "sse-se", "p": 0.1}, "label": {"name": "label-sse", "p": 0.1}},
-     QUICK_LM, "test_ppl"),
-])
-def test_acceptance_with_the_section_edited_in_the_shown_file(tmp_path, capsys, restore_threads, name, section, value,
-                                                              overrides, metric):
+@pytest.mark.parametrize(
+    "name, section, value, overrides, metric",
+    [
+        ("ncf", "regularizers", [{"name": "r3f"}], QUICK_RATING, "test_rmse"),
+        ("ctr-adult", "regularizers", [{"name": "smart"}], QUICK_CTR, "test_logloss"),
+        (
+            "lm-dropout",
+            "index_transforms",
+            {"token": {"name": "sse-se", "p": 0.1}, "label": {"name": "label-sse", "p": 0.1}},
+            QUICK_LM,
+            "test_ppl",
+        ),
+    ],
+)
+def test_acceptance_with_the_section_edited_in_the_shown_file(
+    tmp_path, capsys, restore_threads, name, section, value, overrides, metric
+):
     """The acceptance path with the technique written into the shown section (not appended as a second one)."""
     path = tmp_path / "my.yaml"
     shown = yaml.safe_load(_show_to_file(capsys, name, path))
@@ -176,11 +193,12 @@ def test_acceptance_with_the_section_edited_in_the_shown_file(tmp_path, capsys, 
     saved = load_recipe(tmp_path / "D" / "config.yaml")
     assert to_dict(saved)[section] == to_dict(load_recipe(path))[section]
     report = (tmp_path / "D" / "report.md").read_text()
-    for item in (value if isinstance(value, list) else value.values()):
+    for item in value if isinstance(value, list) else value.values():
         assert item["name"] in report
 
 
 # -- errors -------------------------------------------------------------------------------------------------------------
+
 
 def test_bad_override_is_a_clean_error(capsys):
     assert main(["run", "mf", "--set", "train.lrr=0.1", "--out", "unused"]) == 2
@@ -202,8 +220,16 @@ def test_compare_prints_table(tmp_path, capsys):
     for name, values in (("a", [0.9, 0.91, 0.92]), ("b", [0.88, 0.885, 0.89])):
         run = tmp_path / name
         run.mkdir()
-        summary = {"test_rmse": {"mean": sum(values) / 3, "std": 0.01, "median": values[1], "min": min(values),
-                                 "max": max(values), "values": values}}
+        summary = {
+            "test_rmse": {
+                "mean": sum(values) / 3,
+                "std": 0.01,
+                "median": values[1],
+                "min": min(values),
+                "max": max(values),
+                "values": values,
+            }
+        }
         (run / "summary.json").write_text(json.dumps(summary))
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
@@ -218,9 +244,11 @@ def test_unknown_command_exits_nonzero():
 
 # -- sweep: two trials on a recipe of every task family -----------------------------------------------------------------
 
+
 def test_search_override_syntax():
     assert apply_overrides({}, [LR_SEARCH]) == {
-        "search": {"train.lr": {"type": "log_float", "low": 0.001, "high": 0.01}}}
+        "search": {"train.lr": {"type": "log_float", "low": 0.001, "high": 0.01}}
+    }
     recipe = load_recipe("lm-dropout", [LR_SEARCH])
     assert list(recipe.search) == ["train.lr"] and recipe.search["train.lr"].type == "log_float"
 
@@ -238,12 +266,15 @@ def _sweep(tmp_path, capsys, recipe, overrides):
     return tuned
 
 
-@pytest.mark.parametrize("recipe, overrides", [
-    ("mf", QUICK_RATING),
-    ("bpr", QUICK_RATING),
-    ("ctr-adult", QUICK_CTR),
-    ("lm-dropout", QUICK_LM + ["model.emb_dim=16", "model.hidden_dim=16", LR_SEARCH]),
-])
+@pytest.mark.parametrize(
+    "recipe, overrides",
+    [
+        ("mf", QUICK_RATING),
+        ("bpr", QUICK_RATING),
+        ("ctr-adult", QUICK_CTR),
+        ("lm-dropout", QUICK_LM + ["model.emb_dim=16", "model.hidden_dim=16", LR_SEARCH]),
+    ],
+)
 def test_sweep_runs_two_trials_on_every_family(tmp_path, capsys, restore_threads, recipe, overrides):
     pytest.importorskip("optuna")
     base = load_recipe(recipe, overrides)

@@ -19,8 +19,15 @@ def test_rating_recipes_land_in_a_sane_range(tmp_path, name):
     m = result.metrics
     assert 0.85 < m["test_rmse"] < 1.3, m
     assert 0.6 < m["test_mae"] < 1.1, m
-    for f in ("config.yaml", "split.json", "history.jsonl", "metrics.json", "best.safetensors", "last.safetensors",
-              "report.md"):
+    for f in (
+        "config.yaml",
+        "split.json",
+        "history.jsonl",
+        "metrics.json",
+        "best.safetensors",
+        "last.safetensors",
+        "report.md",
+    ):
         assert (tmp_path / f).exists(), f
     assert json.loads((tmp_path / "split.json").read_text())["split_seed"] == 0
 
@@ -48,8 +55,13 @@ def test_cli_resume_after_interruption_matches(tmp_path):
     run_single(load_recipe("mf-sse-se", QUICK + ["train.epochs=2"]), part)
     # a larger epoch budget on the same directory continues from the saved state, like a resume after a kill
     (part / "metrics.json").unlink()
-    assert main(["run", "mf-sse-se", "--out", str(part), "--resume", "--set", "train.epochs=4"]
-                + [x for s in QUICK if not s.startswith("train.epochs") for x in ("--set", s)]) == 0
+    assert (
+        main(
+            ["run", "mf-sse-se", "--out", str(part), "--resume", "--set", "train.epochs=4"]
+            + [x for s in QUICK if not s.startswith("train.epochs") for x in ("--set", s)]
+        )
+        == 0
+    )
     resumed = json.loads((part / "metrics.json").read_text())
     assert resumed["test_rmse"] == pytest.approx(full["test_rmse"], abs=0)
 
@@ -59,10 +71,12 @@ def test_own_ratings_file(tmp_path):
 
     ratings = load_ml100k().ratings
     path = tmp_path / "mine.csv"
-    lines = ["uid,iid,stars"] + [f"u{u},i{i},{r}" for u, i, r in zip(ratings.users[:8000], ratings.items[:8000],
-                                                                      ratings.ratings[:8000])]
+    lines = ["uid,iid,stars"] + [
+        f"u{u},i{i},{r}" for u, i, r in zip(ratings.users[:8000], ratings.items[:8000], ratings.ratings[:8000])
+    ]
     path.write_text("\n".join(lines) + "\n")
-    cfg = load_recipe("mf-sse-se", QUICK + [f"data.path={path}", "data.user_col=uid", "data.item_col=iid",
-                                            "data.rating_col=stars"])
+    cfg = load_recipe(
+        "mf-sse-se", QUICK + [f"data.path={path}", "data.user_col=uid", "data.item_col=iid", "data.rating_col=stars"]
+    )
     m = run_single(cfg, tmp_path / "run").metrics
     assert 0.8 < m["test_rmse"] < 1.4

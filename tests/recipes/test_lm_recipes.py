@@ -17,8 +17,18 @@ from embreg.regularizers.dropout import (
 )
 from embreg.sse import SSE, LabelSSE
 
-LM_RECIPES = ["lm-none", "lm-l2", "lm-dropout", "lm-dropout-k", "lm-r-approx", "lm-r-approx-xi", "lm-dropout-k-xi",
-              "lm-dropout-k-two-mask", "lm-r-identity", "lm-r-tilde"]
+LM_RECIPES = [
+    "lm-none",
+    "lm-l2",
+    "lm-dropout",
+    "lm-dropout-k",
+    "lm-r-approx",
+    "lm-r-approx-xi",
+    "lm-dropout-k-xi",
+    "lm-dropout-k-two-mask",
+    "lm-r-identity",
+    "lm-r-tilde",
+]
 
 
 @pytest.fixture
@@ -31,8 +41,17 @@ def text_files(tmp_path):
         path = tmp_path / f"{name}.txt"
         path.write_text(text)
         paths.append(str(path))
-    return [f"data.paths={paths}", "data.max_train_tokens=null", "data.max_eval_tokens=null", "data.min_count=1",
-            "model.emb_dim=8", "model.hidden_dim=8", "train.batch_size=4", "data.bptt=10", "train.progress=false"]
+    return [
+        f"data.paths={paths}",
+        "data.max_train_tokens=null",
+        "data.max_eval_tokens=null",
+        "data.min_count=1",
+        "model.emb_dim=8",
+        "model.hidden_dim=8",
+        "train.batch_size=4",
+        "data.bptt=10",
+        "train.progress=false",
+    ]
 
 
 def test_every_lm_recipe_is_shipped_and_loads():
@@ -50,8 +69,12 @@ SWAPS = [
     ("{name: standard}", "[]", None, []),
     ("{name: dropout-k, k: 4}", "[]", DropoutK, []),
     ("{name: standard}", "[{name: r-approx}]", None, [ExplicitDropoutRegularizer]),
-    ("{name: standard}", "[{name: r-approx}, {name: xi-approx}]", None, [ExplicitDropoutRegularizer,
-                                                                          ImplicitDropoutNoise]),
+    (
+        "{name: standard}",
+        "[{name: r-approx}, {name: xi-approx}]",
+        None,
+        [ExplicitDropoutRegularizer, ImplicitDropoutNoise],
+    ),
     ("{name: dropout-k, k: 4}", "[{name: xi-approx}]", DropoutK, [ImplicitDropoutNoise]),
     ("{name: dropout-k, k: 4}", "[{name: two-mask-noise}]", DropoutK, [TwoMaskDropoutNoise]),
 ]
@@ -59,8 +82,9 @@ SWAPS = [
 
 @pytest.mark.parametrize("objective, regularizers, objective_type, regularizer_types", SWAPS)
 def test_one_line_swaps_the_technique(text_files, objective, regularizers, objective_type, regularizer_types):
-    built = build_run(load_recipe("lm-dropout", text_files + [f"objective={objective}",
-                                                              f"regularizers={regularizers}"]))
+    built = build_run(
+        load_recipe("lm-dropout", text_files + [f"objective={objective}", f"regularizers={regularizers}"])
+    )
     assert [type(r) for r in built.regularizers] == regularizer_types
     if objective_type is not None:
         assert isinstance(built.objective, objective_type) and built.objective.k == 4
@@ -71,17 +95,22 @@ def test_one_line_swaps_the_technique(text_files, objective, regularizers, objec
 
 
 def test_shipped_lm_recipes_build_their_techniques(text_files):
-    expected = {"lm-none": (None, []), "lm-dropout-k": (DropoutK, []),
-                "lm-r-approx": (None, [ExplicitDropoutRegularizer]),
-                "lm-r-approx-xi": (None, [ExplicitDropoutRegularizer, ImplicitDropoutNoise]),
-                "lm-dropout-k-xi": (DropoutK, [ImplicitDropoutNoise]),
-                "lm-dropout-k-two-mask": (DropoutK, [TwoMaskDropoutNoise])}
+    expected = {
+        "lm-none": (None, []),
+        "lm-dropout-k": (DropoutK, []),
+        "lm-r-approx": (None, [ExplicitDropoutRegularizer]),
+        "lm-r-approx-xi": (None, [ExplicitDropoutRegularizer, ImplicitDropoutNoise]),
+        "lm-dropout-k-xi": (DropoutK, [ImplicitDropoutNoise]),
+        "lm-dropout-k-two-mask": (DropoutK, [TwoMaskDropoutNoise]),
+    }
     for name, (objective_type, regularizer_types) in expected.items():
         built = build_run(load_recipe(name, text_files))
         assert [type(r) for r in built.regularizers] == regularizer_types, name
         assert isinstance(built.objective, DropoutK) == (objective_type is DropoutK), name
-    forms = {name: build_run(load_recipe(name, text_files)).regularizers[0].form
-             for name in ("lm-r-approx", "lm-r-identity", "lm-r-tilde")}
+    forms = {
+        name: build_run(load_recipe(name, text_files)).regularizers[0].form
+        for name in ("lm-r-approx", "lm-r-identity", "lm-r-tilde")
+    }
     assert forms == {"lm-r-approx": "hessian", "lm-r-identity": "identity", "lm-r-tilde": "loss_jacobian"}
 
 
@@ -103,16 +132,19 @@ def test_dropout_k_scales_the_update_noise(text_files):
     assert noise.coefficients["output"] == pytest.approx(dropout_k_noise_scale(4))  # sqrt(1 - 1/k) * 1.0
 
 
-@pytest.mark.parametrize("override, match", [
-    ("model.dropout.output=1.0", r"outside \[0, 1\)"),
-    ("objective={name: dropout-k, k: 0}", "k=0"),
-    ("objective.name=dropout_x", "did you mean 'dropout-k'"),
-    ("regularizers=[{name: r-approx, lambda1: -1}]", ">= 0"),
-    ("regularizers=[{name: r-aprox}]", "did you mean 'r-approx'"),
-    ("data.bptt=0", "bptt"),
-    ("model.hiden_dim=4", "did you mean 'model.hidden_dim'"),
-    ("data.batch_size=4", "unknown config key 'data.batch_size'"),  # it moved to train.batch_size
-])
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("model.dropout.output=1.0", r"outside \[0, 1\)"),
+        ("objective={name: dropout-k, k: 0}", "k=0"),
+        ("objective.name=dropout_x", "did you mean 'dropout-k'"),
+        ("regularizers=[{name: r-approx, lambda1: -1}]", ">= 0"),
+        ("regularizers=[{name: r-aprox}]", "did you mean 'r-approx'"),
+        ("data.bptt=0", "bptt"),
+        ("model.hiden_dim=4", "did you mean 'model.hidden_dim'"),
+        ("data.batch_size=4", "unknown config key 'data.batch_size'"),  # it moved to train.batch_size
+    ],
+)
 def test_bad_lm_config_values_are_config_errors(override, match):
     with pytest.raises(ConfigError, match=match):
         load_recipe("lm-dropout", [override])
@@ -129,29 +161,50 @@ def test_two_mask_noise_needs_dropout_k(text_files):
 
 
 def test_sse_on_tokens_and_labels(text_files):
-    built = build_run(load_recipe("lm-dropout", text_files + [
-        "index_transforms={token: {name: sse-se, p: 0.1}, label: {name: label-sse, p: 0.2}}"]))
+    built = build_run(
+        load_recipe(
+            "lm-dropout",
+            text_files + ["index_transforms={token: {name: sse-se, p: 0.1}, label: {name: label-sse, p: 0.2}}"],
+        )
+    )
     token, label = built.context.transforms["token"], built.context.transforms["label"]
     vocab = len(built.prepared.vocab)
     assert isinstance(token, SSE) and (token.p, token.num_embeddings) == (0.1, vocab)
     assert isinstance(label, LabelSSE) and (label.p, label.num_classes) == (0.2, vocab)
 
 
-QUICK = ["data.max_train_tokens=2400", "data.max_eval_tokens=1200", "data.max_vocab=400", "model.emb_dim=16",
-         "model.hidden_dim=16", "train.batch_size=8", "data.bptt=12", "train.epochs=2", "train.progress=false",
-         "train.threads=1"]
+QUICK = [
+    "data.max_train_tokens=2400",
+    "data.max_eval_tokens=1200",
+    "data.max_vocab=400",
+    "model.emb_dim=16",
+    "model.hidden_dim=16",
+    "train.batch_size=8",
+    "data.bptt=12",
+    "train.epochs=2",
+    "train.progress=false",
+    "train.threads=1",
+]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name, extra", [("lm-dropout", []), ("lm-r-approx-xi", []),
-                                         ("lm-dropout-k-xi", ["objective.k=2"])])
+@pytest.mark.parametrize(
+    "name, extra", [("lm-dropout", []), ("lm-r-approx-xi", []), ("lm-dropout-k-xi", ["objective.k=2"])]
+)
 def test_lm_recipes_train_on_a_slice_of_real_text(tmp_path, name, extra):
     result = run_single(load_recipe(name, QUICK + extra), tmp_path)
     m = result.metrics
     assert 10 < m["val_ppl"] < 400 and 10 < m["test_ppl"] < 400, m  # a uniform guess over 400 words is 400
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"] + 0.5
-    for f in ("config.yaml", "corpus.json", "history.jsonl", "metrics.json", "best.safetensors", "last.safetensors",
-              "report.md"):
+    for f in (
+        "config.yaml",
+        "corpus.json",
+        "history.jsonl",
+        "metrics.json",
+        "best.safetensors",
+        "last.safetensors",
+        "report.md",
+    ):
         assert (tmp_path / f).exists(), f
     corpus = json.loads((tmp_path / "corpus.json").read_text())
     assert corpus["train"]["tokens"] == 2400 and not set(corpus["articles"]["train"]) & set(corpus["articles"]["test"])

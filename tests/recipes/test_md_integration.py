@@ -28,6 +28,15 @@ def test_ctr_recipes_beat_the_constant_predictor(tmp_path, name):
 
 def test_cli_runs_an_md_recipe_with_overrides(tmp_path):
     out = tmp_path / "run"
-    args = ["run", "md-ctr-adult", "--out", str(out), "--set", "embeddings.alpha=0.5", "--set", "embeddings.budget=1500"]
+    args = [
+        "run",
+        "md-ctr-adult",
+        "--out",
+        str(out),
+        "--set",
+        "embeddings.alpha=0.5",
+        "--set",
+        "embeddings.budget=1500",
+    ]
     assert main(args + [x for s in QUICK + ["data.max_rows=5000"] for x in ("--set", s)]) == 0
     assert "test_logloss" in json.loads((out / "metrics.json").read_text())

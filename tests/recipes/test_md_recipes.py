@@ -27,8 +27,10 @@ def _ratings_file(tmp_path: Path) -> str:
 
 
 def _file_recipe(name: str, tmp_path: Path, *extra: str):
-    return load_recipe(name, [f"data.path={_ratings_file(tmp_path)}", "data.user_col=u", "data.item_col=i",
-                              "data.rating_col=r", *extra])
+    return load_recipe(
+        name,
+        [f"data.path={_ratings_file(tmp_path)}", "data.user_col=u", "data.item_col=i", "data.rating_col=r", *extra],
+    )
 
 
 def test_new_recipes_ship_and_load_with_search_spaces():
@@ -42,14 +44,17 @@ def test_new_recipes_ship_and_load_with_search_spaces():
     assert "SYNTHETIC" in shipped["ctr-synthetic"]
 
 
-@pytest.mark.parametrize("override, match", [
-    ("embeddings.alpha=1.5", r"alpha=1.5 is outside the valid range \[0, 1\]"),
-    ("embeddings.budget=-10", "budget=-10"),
-    ("embeddings.num_blocks=0", "num_blocks=0"),
-    ("embedding.name=md", "did you mean 'embeddings'"),
-    ("embeddings.kind=md", "unknown config key 'embeddings.kind'"),
-    ("model={name: dlrm}", "model 'dlrm' does not serve task 'rating'; models for it: mf, ncf"),
-])
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("embeddings.alpha=1.5", r"alpha=1.5 is outside the valid range \[0, 1\]"),
+        ("embeddings.budget=-10", "budget=-10"),
+        ("embeddings.num_blocks=0", "num_blocks=0"),
+        ("embedding.name=md", "did you mean 'embeddings'"),
+        ("embeddings.kind=md", "unknown config key 'embeddings.kind'"),
+        ("model={name: dlrm}", "model 'dlrm' does not serve task 'rating'; models for it: mf, ncf"),
+    ],
+)
 def test_bad_embedding_settings_are_config_errors(override, match):
     with pytest.raises(ConfigError, match=match):
         load_recipe("md-mf", [override])
@@ -70,8 +75,14 @@ def test_uniform_mf_build_is_unchanged(tmp_path):
     built = build_run(cfg)
     data = built.prepared
     seed_everything(0)
-    reference = BiasedMF.build(data.ratings.num_users, data.ratings.num_items, 8, init_std=cfg.model.init_std,
-                               global_mean=float(data.part("train").ratings.mean()), l2=cfg.model.l2)
+    reference = BiasedMF.build(
+        data.ratings.num_users,
+        data.ratings.num_items,
+        8,
+        init_std=cfg.model.init_std,
+        global_mean=float(data.part("train").ratings.mean()),
+        l2=cfg.model.l2,
+    )
     model = built.model
     assert type(model.user_embedding) is nn.Embedding and isinstance(model, BiasedMF)
     assert list(model.state_dict()) == list(reference.state_dict())
@@ -123,8 +134,9 @@ def test_md_tables_compose_with_sse_in_a_recipe(tmp_path):
     assert isinstance(model.user_transform, nn.Identity)
 
 
-@pytest.mark.parametrize("recipe, extra", [("mf", ()), ("md-mf", ("embeddings.num_blocks=2",)),
-                                           ("md-ncf", ("embeddings.num_blocks=2",))])
+@pytest.mark.parametrize(
+    "recipe, extra", [("mf", ()), ("md-mf", ("embeddings.num_blocks=2",)), ("md-ncf", ("embeddings.num_blocks=2",))]
+)
 def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_path, recipe, extra):
     cfg = _file_recipe(recipe, tmp_path, "model.init=xavier_uniform", *extra)
     model = build_run(cfg).model
@@ -145,8 +157,9 @@ def test_model_init_normal_is_the_default_and_unknown_inits_are_config_errors():
 
 @pytest.mark.parametrize("kind", ["md", "uniform"])
 def test_ctr_tables_take_model_init(kind):
-    cfg = load_recipe("ctr-synthetic", ["model.init=xavier_uniform", "data.max_rows=2000",
-                                        f"embeddings={{name: {kind}}}"])
+    cfg = load_recipe(
+        "ctr-synthetic", ["model.init=xavier_uniform", "data.max_rows=2000", f"embeddings={{name: {kind}}}"]
+    )
     tables = build_run(cfg).model.embeddings
     assert len(tables) > 0
     for table in tables:

@@ -65,26 +65,33 @@ def test_unknown_recipe_suggests_closest():
         recipe_path("missing.yaml")
 
 
-@pytest.mark.parametrize("recipe, override, match", [
-    ("mf-sse-se", "index_transforms.item.p=1.5", r"index_transforms.item: p=1.5 is outside \[0, 1\]"),
-    ("mf-sse-graph", "index_transforms.item.rho=0.5", "index_transforms.item: rho=0.5 must be >= 1"),
-    ("mf", "model.dropout=1.0", r"model.dropout=1.0 is outside \[0, 1\)"),
-    ("mf", "train.lr=0", "train.lr=0.0 must be > 0"),
-    ("mf", "data.split=[0.5,0.5]", "must be three positive fractions"),
-    ("mf", "model.name=bpr", "model 'bpr' does not serve task 'rating'; models for it: mf, ncf"),
-    ("mf-sse-graph", "index_transforms.item.name=sse-graphs", "unknown index transform 'sse-graphs'; did you mean "
-                                                             "'sse-graph'"),
-    ("mf", "index_transforms.itme={name: sse-se}", "unknown id kind; did you mean 'item'"),
-    ("mf", "embeddings.name=mdd", "unknown embedding 'mdd'; did you mean 'md'"),
-    ("mf", "objective.name=dropout-kk", "unknown objective 'dropout-kk'; did you mean 'dropout-k'"),
-    ("mf", "train.optimizer=adamm", "did you mean 'adam'"),
-])
+@pytest.mark.parametrize(
+    "recipe, override, match",
+    [
+        ("mf-sse-se", "index_transforms.item.p=1.5", r"index_transforms.item: p=1.5 is outside \[0, 1\]"),
+        ("mf-sse-graph", "index_transforms.item.rho=0.5", "index_transforms.item: rho=0.5 must be >= 1"),
+        ("mf", "model.dropout=1.0", r"model.dropout=1.0 is outside \[0, 1\)"),
+        ("mf", "train.lr=0", "train.lr=0.0 must be > 0"),
+        ("mf", "data.split=[0.5,0.5]", "must be three positive fractions"),
+        ("mf", "model.name=bpr", "model 'bpr' does not serve task 'rating'; models for it: mf, ncf"),
+        (
+            "mf-sse-graph",
+            "index_transforms.item.name=sse-graphs",
+            "unknown index transform 'sse-graphs'; did you mean 'sse-graph'",
+        ),
+        ("mf", "index_transforms.itme={name: sse-se}", "unknown id kind; did you mean 'item'"),
+        ("mf", "embeddings.name=mdd", "unknown embedding 'mdd'; did you mean 'md'"),
+        ("mf", "objective.name=dropout-kk", "unknown objective 'dropout-kk'; did you mean 'dropout-k'"),
+        ("mf", "train.optimizer=adamm", "did you mean 'adam'"),
+    ],
+)
 def test_bad_values_are_config_errors(recipe, override, match):
     with pytest.raises(ConfigError, match=match):
         load_recipe(recipe, [override])
 
 
 # -- unknown keys and names: each names the closest valid one, before anything trains -------------------------------
+
 
 def test_misspelt_train_key_names_the_valid_one():
     with pytest.raises(ConfigError, match=r"unknown config key 'train.lrr'; did you mean 'train.lr'\?"):
@@ -97,8 +104,11 @@ def test_misspelt_regularizer_name_suggests_the_registered_one():
 
 
 def test_misspelt_regularizer_argument_suggests_the_valid_one():
-    with pytest.raises(ConfigError, match=r"unknown config key 'regularizers\[0\].sigmaa'; did you mean "
-                                          r"'regularizers\[0\].sigma'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown config key 'regularizers\[0\].sigmaa'; did you mean "
+        r"'regularizers\[0\].sigma'\?",
+    ):
         load_recipe("ncf", ["regularizers=[{name: r3f, sigmaa: 1}]"])
     assert load_recipe("ncf", ["regularizers=[{name: r3f, sigma: 1}]"]).regularizers[0].sigma == 1.0
 
@@ -114,15 +124,20 @@ def test_a_section_without_a_name_lists_the_registered_names():
 
 
 def test_index_transform_on_an_id_kind_the_task_lacks():
-    with pytest.raises(ConfigError, match="index_transforms.token: task 'rating' has no 'token' ids; it has user, item"):
+    with pytest.raises(
+        ConfigError, match="index_transforms.token: task 'rating' has no 'token' ids; it has user, item"
+    ):
         load_recipe("mf", ["index_transforms.token={name: sse-se, p: 0.1}"])
     with pytest.raises(ConfigError, match="task 'ctr' has no 'item' ids; it has none"):
         load_recipe("ctr-adult", ["index_transforms.item={name: sse-se}"])
 
 
 def test_technique_needing_a_capability_the_model_lacks_names_it():
-    with pytest.raises(ConfigError, match=r"regularizers\[0\]: regularizer 'lnsr' needs layer_stack, which model 'mf' "
-                                          "does not provide"):
+    with pytest.raises(
+        ConfigError,
+        match=r"regularizers\[0\]: regularizer 'lnsr' needs layer_stack, which model 'mf' "
+        "does not provide",
+    ):
         load_recipe("mf", ["regularizers=[{name: lnsr}]"])
     with pytest.raises(ConfigError, match="'r-approx' needs dropout_sites, which model 'ncf' does not provide"):
         load_recipe("ncf", ["regularizers=[{name: r-approx}]"])
@@ -134,8 +149,10 @@ def test_label_transform_only_on_label_ids():
         load_recipe("mf", ["index_transforms.item={name: label-sse, p: 0.1}"])
     with pytest.raises(ConfigError, match="index_transforms.token: 'label-sse' acts on label ids only"):
         load_recipe("lm-dropout", ["index_transforms.token={name: label-sse, p: 0.1}"])
-    assert load_recipe("lm-dropout", ["index_transforms.label={name: label-sse, p: 0.1}"]).index_transforms[
-        "label"].p == 0.1
+    assert (
+        load_recipe("lm-dropout", ["index_transforms.label={name: label-sse, p: 0.1}"]).index_transforms["label"].p
+        == 0.1
+    )
 
 
 def test_misspelt_top_level_key_suggests():
@@ -144,6 +161,7 @@ def test_misspelt_top_level_key_suggests():
 
 
 # -- files ------------------------------------------------------------------------------------------------------------
+
 
 def test_recipe_file_path(tmp_path):
     path = tmp_path / "mine.yaml"

@@ -10,10 +10,22 @@ from embreg.recipes.recipe import ID_KINDS
 from embreg.registry import REGISTRY
 
 # what a minimal file needs beside ``task`` (regression needs real-valued labels)
-MINIMAL = {"rating": "", "ranking": "", "ctr": "", "lm": "", "classification": "",
-           "regression": "data: {task: regression}\n"}
-MONITORS = {"rating": ("val_rmse", "min"), "ranking": ("val_ndcg@10", "max"), "ctr": ("val_logloss", "min"),
-            "lm": ("val_ppl", "min"), "classification": ("val_mcc", "max"), "regression": ("val_corr", "max")}
+MINIMAL = {
+    "rating": "",
+    "ranking": "",
+    "ctr": "",
+    "lm": "",
+    "classification": "",
+    "regression": "data: {task: regression}\n",
+}
+MONITORS = {
+    "rating": ("val_rmse", "min"),
+    "ranking": ("val_ndcg@10", "max"),
+    "ctr": ("val_logloss", "min"),
+    "lm": ("val_ppl", "min"),
+    "classification": ("val_mcc", "max"),
+    "regression": ("val_corr", "max"),
+}
 
 
 def test_every_registered_task_is_covered_here() -> None:
@@ -61,8 +73,11 @@ def test_the_family_defaults_differ_where_the_papers_do() -> None:
 def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     path = tmp_path / "odd.yaml"
     path.write_text("name: odd\ntask: translation\n")
-    with pytest.raises(ConfigError, match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
-                                          r"ranking, rating, regression"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
+        r"ranking, rating, regression",
+    ):
         load_recipe(path)
 
 

@@ -6,13 +6,27 @@ import importlib
 import pytest
 
 MODULES = [
-    "embreg.nn._checks", "embreg.nn.dropout_control", "embreg.nn.dropout_sites", "embreg.nn.embedding_dropout",
-    "embreg.nn.locked_dropout", "embreg.nn.tied_output", "embreg.nn.weight_drop",
-    "embreg.regularizers.dropout.functional", "embreg.regularizers.dropout.objective",
-    "embreg.regularizers.dropout.explicit", "embreg.regularizers.dropout.implicit",
-    "embreg.regularizers.dropout.algorithms", "embreg.regularizers.dropout.sites",
-    "embreg.models.lstm_lm", "embreg.models.lstm_sequence", "embreg.train.lm_batches", "embreg.train.lm_eval", "embreg.data.text_vocab",
-    "embreg.data.text_corpus", "embreg.data.text_sources", "embreg.recipes.tasks.lm",
+    "embreg.nn._checks",
+    "embreg.nn.dropout_control",
+    "embreg.nn.dropout_sites",
+    "embreg.nn.embedding_dropout",
+    "embreg.nn.locked_dropout",
+    "embreg.nn.tied_output",
+    "embreg.nn.weight_drop",
+    "embreg.regularizers.dropout.functional",
+    "embreg.regularizers.dropout.objective",
+    "embreg.regularizers.dropout.explicit",
+    "embreg.regularizers.dropout.implicit",
+    "embreg.regularizers.dropout.algorithms",
+    "embreg.regularizers.dropout.sites",
+    "embreg.models.lstm_lm",
+    "embreg.models.lstm_sequence",
+    "embreg.train.lm_batches",
+    "embreg.train.lm_eval",
+    "embreg.data.text_vocab",
+    "embreg.data.text_corpus",
+    "embreg.data.text_sources",
+    "embreg.recipes.tasks.lm",
 ]
 
 

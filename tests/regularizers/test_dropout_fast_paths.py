@@ -2,13 +2,13 @@
 
 import pytest
 import torch
-from tests.helpers import dropout_tiny as _tiny
 
 from embreg.models import LSTMLanguageModel
 from embreg.nn import DropoutSite
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.dropout import ImplicitDropoutNoise, r_approx, r_tilde_approx, xi_approx_surrogate
 from embreg.regularizers.dropout.functional import _categorical, mask_gradients, summed_cross_entropy
+from tests.helpers import dropout_tiny as _tiny
 
 LAM = {"h1": 0.7, "h2": 1.3}
 
@@ -81,8 +81,9 @@ def test_xi_from_the_logit_gradient_equals_xi_from_the_loss():
     loss = torch.nn.functional.cross_entropy(logits, y)
     slow = xi_approx_surrogate(loss, sites, LAM, generator=torch.Generator().manual_seed(2))
     dlogits = (torch.softmax(logits, -1) - torch.nn.functional.one_hot(y, logits.shape[-1])) / logits.shape[0]
-    fast = xi_approx_surrogate(loss, sites, LAM, generator=torch.Generator().manual_seed(2), logits=logits,
-                               logits_grad=dlogits)
+    fast = xi_approx_surrogate(
+        loss, sites, LAM, generator=torch.Generator().manual_seed(2), logits=logits, logits_grad=dlogits
+    )
     assert fast.item() == 0.0
     params = list(p.values())
     for a, b in zip(_grads(fast, params), _grads(slow, params)):
@@ -189,8 +190,14 @@ def test_unrolled_lstm_is_one_node_with_one_batched_weight_gradient():
 
     lstm = torch.nn.LSTM(3, 4, batch_first=True)
     x = torch.randn(2, 7, 3, requires_grad=True)
-    out, _ = unrolled_lstm(x, (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)), lstm.weight_ih_l0, lstm.weight_hh_l0,
-                           lstm.bias_ih_l0, lstm.bias_hh_l0)
+    out, _ = unrolled_lstm(
+        x,
+        (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)),
+        lstm.weight_ih_l0,
+        lstm.weight_hh_l0,
+        lstm.bias_ih_l0,
+        lstm.bias_hh_l0,
+    )
     assert _graph_node_names(out.grad_fn).count("_LSTMSequenceBackward") == 1
     (grad_w_hh,) = torch.autograd.grad(out.pow(2).sum(), lstm.weight_hh_l0, create_graph=True)
     assert type(grad_w_hh.grad_fn).__name__ == "MmBackward0"

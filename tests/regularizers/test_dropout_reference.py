@@ -2,11 +2,11 @@
 
 import pytest
 import torch
-from tests.helpers import dropout_tiny as _tiny
 from torch.autograd.functional import jacobian
 
 from embreg.nn import DropoutSite
 from embreg.regularizers.dropout import r_approx, r_approx_identity, r_tilde_approx, xi_approx_surrogate
+from tests.helpers import dropout_tiny as _tiny
 
 
 def _exact_r(p, x, lam, weight=None):
@@ -35,8 +35,6 @@ def _assert_mc_mean(draws, exact, sigmas=4.0):
 
 
 LAM = {"h1": 0.7, "h2": 1.3}
-
-
 
 
 def _replicated(p, x, copies):
@@ -78,7 +76,7 @@ def test_locked_sites_match_the_exact_form_with_a_shared_mask():
     exact = 0.0
     for b in range(2):
         hb = h[b].detach()
-        jm = jacobian(lambda m: rest(m * hb).reshape(-1), torch.ones(5, dtype=torch.float64))  # (T*C, 5)
+        jm = jacobian(lambda m, hb=hb: rest(m * hb).reshape(-1), torch.ones(5, dtype=torch.float64))  # (T*C, 5)
         hess = torch.block_diag(*[_tiny.loss_hessian(row) for row in logits[b].detach()])
         exact += float(torch.trace(jm.T @ hess @ jm))
     exact /= 2 * 3
@@ -104,11 +102,12 @@ def test_loss_jacobian_ablation_is_exact():
     got = r_tilde_approx(logits, y, _sites(h1, h2), LAM).item()
     exact = 0.0
     for b in range(x.shape[0]):
+
         def loss1(v, b=b):
-            return torch.nn.functional.cross_entropy(_tiny.after_h1(p, v)[None], y[b:b + 1])
+            return torch.nn.functional.cross_entropy(_tiny.after_h1(p, v)[None], y[b : b + 1])
 
         def loss2(v, b=b):
-            return torch.nn.functional.cross_entropy(_tiny.head(p, v)[None], y[b:b + 1])
+            return torch.nn.functional.cross_entropy(_tiny.head(p, v)[None], y[b : b + 1])
 
         exact += LAM["h1"] * ((jacobian(loss1, h1[b].detach()) * h1[b].detach()) ** 2).sum().item()
         exact += LAM["h2"] * ((jacobian(loss2, h2[b].detach()) * h2[b].detach()) ** 2).sum().item()
@@ -129,7 +128,7 @@ def test_xi_approx_has_mean_zero_and_the_covariance_of_its_formula():
         return torch.cat([(g1 * h1).reshape(-1), (g2 * h2).reshape(-1)])
 
     a = jacobian(g_of, p["w2"].detach()).reshape(-1, p["w2"].numel())  # (K, P)
-    expected = lam ** 2 * a.T @ a
+    expected = lam**2 * a.T @ a
     h1, h2, logits = _tiny.forward(p, x)
     loss = torch.nn.functional.cross_entropy(logits, y)
     torch.manual_seed(4)

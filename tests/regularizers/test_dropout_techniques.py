@@ -22,8 +22,6 @@ from embreg.regularizers.dropout import (
     resolve_names,
 )
 
-
-
 Q = dict(q_input=0.4, q_hidden=0.4, q_output=0.4, q_weight=0.4, q_embedding=0.1)
 
 
@@ -65,14 +63,20 @@ def test_dropout_k_averages_k_independent_draws():
     assert torch.allclose(loss_k, sum(draws) / 3)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: [ExplicitDropoutRegularizer(0.0)],
-    lambda: [ExplicitDropoutRegularizer({"input": 0.0, "hidden": 0.0, "output": 0.0, "weight_hh": 0.0,
-                                         "embedding": 0.0})],
-    lambda: [ImplicitDropoutNoise(0.0)],
-    lambda: algorithm2(0.4, lambda1=0.0, lambda2=0.0).regularizers + [ExplicitDropoutRegularizer(0.0, form="identity")],
-    lambda: [TwoMaskDropoutNoise(1)],
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: [ExplicitDropoutRegularizer(0.0)],
+        lambda: [
+            ExplicitDropoutRegularizer({"input": 0.0, "hidden": 0.0, "output": 0.0, "weight_hh": 0.0, "embedding": 0.0})
+        ],
+        lambda: [ImplicitDropoutNoise(0.0)],
+        lambda: (
+            algorithm2(0.4, lambda1=0.0, lambda2=0.0).regularizers + [ExplicitDropoutRegularizer(0.0, form="identity")]
+        ),
+        lambda: [TwoMaskDropoutNoise(1)],
+    ],
+)
 def test_zero_coefficients_reproduce_the_unregularised_gradients_exactly(make):
     model, batch = _model(dropout=False), _batch()
     out = model(batch)
@@ -92,8 +96,12 @@ def test_every_technique_is_a_no_op_in_eval_mode():
     out = model(batch)
     loss = model.loss(batch, out)
     ctx = StepContext(model, batch, out, loss)
-    for reg in (ExplicitDropoutRegularizer(1.0), ExplicitDropoutRegularizer(1.0, form="identity"),
-                ImplicitDropoutNoise(1.0), TwoMaskDropoutNoise(4)):
+    for reg in (
+        ExplicitDropoutRegularizer(1.0),
+        ExplicitDropoutRegularizer(1.0, form="identity"),
+        ImplicitDropoutNoise(1.0),
+        TwoMaskDropoutNoise(4),
+    ):
         assert reg.penalty(ctx).item() == 0.0 and not reg.penalty(ctx).requires_grad
     loss_k, _ = DropoutK(8)(model, batch)
     assert torch.equal(loss_k, loss)

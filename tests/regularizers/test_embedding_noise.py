@@ -64,13 +64,15 @@ def test_shapes_and_dtypes_are_kept() -> None:
 
 def test_only_top_level_embeddings_are_hooked() -> None:
     inner = nn.Embedding(30, 4)
-    model = nn.ModuleDict({
-        "md": MixedDimensionEmbedding([10, 20], [4, 2], base_dim=4),   # counted once, not per block
-        "dropped": EmbeddingDropout(inner, 0.0),                        # hooked; its wrapped table is not
-        "tied": nn.ModuleList([inner]),                                 # the same table reached another way
-        "sse": SSEEmbedding(nn.Embedding(7, 4), SSE(7, p=0.1)),          # the table inside an SSE wrapper
-        "bag": nn.EmbeddingBag(9, 4),
-    })
+    model = nn.ModuleDict(
+        {
+            "md": MixedDimensionEmbedding([10, 20], [4, 2], base_dim=4),  # counted once, not per block
+            "dropped": EmbeddingDropout(inner, 0.0),  # hooked; its wrapped table is not
+            "tied": nn.ModuleList([inner]),  # the same table reached another way
+            "sse": SSEEmbedding(nn.Embedding(7, 4), SSE(7, p=0.1)),  # the table inside an SSE wrapper
+            "bag": nn.EmbeddingBag(9, 4),
+        }
+    )
     names = [name for name, _ in embedding_modules(model)]
     assert names == ["md", "dropped", "sse.embedding", "bag"]
     noise = EmbeddingNoise(0.1)

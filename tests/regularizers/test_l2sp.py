@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_classifier, tiny_hf_classifier
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.regularizers import L2SP, StepContext
+from tests.helpers.finetune_tiny import tiny_classifier, tiny_hf_classifier
 
 
 def test_zero_at_the_pretrained_weights_and_exact_after_a_shift() -> None:

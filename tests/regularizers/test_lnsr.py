@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.regularizers import LNSR, StepContext
 from embreg.regularizers.lnsr import noise_stability_terms
+from tests.helpers.finetune_tiny import LinearStackModel, tiny_batch, tiny_classifier
 
 
 def _linear_model() -> LinearStackModel:
@@ -55,7 +55,9 @@ def test_start_layer_two_only_regularises_the_layers_above() -> None:
     assert reg.last_terms is not None and reg.last_terms.shape == (1,)
 
 
-@pytest.mark.parametrize("kwargs", [{"sigma": 0.0}, {"sigma": 0.5, "weights": 0.0}, {"sigma": 0.5, "weights": [0.0, 0.0, 0.0]}])
+@pytest.mark.parametrize(
+    "kwargs", [{"sigma": 0.0}, {"sigma": 0.5, "weights": 0.0}, {"sigma": 0.5, "weights": [0.0, 0.0, 0.0]}]
+)
 def test_zero_sigma_or_zero_weights_add_exactly_zero(kwargs: dict) -> None:
     model = tiny_classifier(dropout=0.1)
     model.train()
@@ -98,12 +100,15 @@ def test_penalty_grows_with_sigma_and_reaches_every_layer() -> None:
     assert model.head.weight.grad is None or model.head.weight.grad.abs().sum() == 0  # the head is not in eq. 2
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"sigma": -0.1}, r"sigma=-0.1 is outside \[0, inf\)"),
-    ({"start_layer": 0}, r"start_layer=0 must be an int >= 1"),
-    ({"weights": [1.0, -1.0]}, r"weights\[1\]=-1.0 is outside"),
-    ({"reduction": "max"}, "reduction='max' must be 'mean' or 'sum'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"sigma": -0.1}, r"sigma=-0.1 is outside \[0, inf\)"),
+        ({"start_layer": 0}, r"start_layer=0 must be an int >= 1"),
+        ({"weights": [1.0, -1.0]}, r"weights\[1\]=-1.0 is outside"),
+        ({"reduction": "max"}, "reduction='max' must be 'mean' or 'sum'"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         LNSR(**kwargs)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.regularizers import LayerNoise
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 
 def test_noise_reaches_layer_b_in_training_and_not_in_eval() -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.models import ModelOutput
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.regularizers import DropoutReplay, HFEncoderStack, SequentialStack, layer_stack
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier, tiny_hf_classifier
 
 
 @pytest.mark.parametrize("start", [1, 2, 3])

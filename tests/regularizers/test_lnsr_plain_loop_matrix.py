@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout
 from embreg.train.batches import TensorBatches
 from embreg.train.text_evaluation import TextEvaluator
 from embreg.train.trainer import Trainer
 from embreg.train.warmup import warmup_adamw_factory
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 REGULARIZERS = {
     "lnsr": lambda: LNSR(sigma=0.5, start_layer=1),
@@ -32,9 +32,17 @@ def _fit(regularizers: list) -> tuple[Trainer, dict]:
     data = _data()
     torch.manual_seed(0)
     model = tiny_classifier(dropout=0.1)
-    trainer = Trainer(model, warmup_adamw_factory(1e-3, total_steps=4), TensorBatches(data, 8, seed=0),
-                      TextEvaluator({"valid": data, "test": data}, num_labels=2), epochs=2, monitor="val_accuracy",
-                      mode="max", regularizers=regularizers, progress=False)
+    trainer = Trainer(
+        model,
+        warmup_adamw_factory(1e-3, total_steps=4),
+        TensorBatches(data, 8, seed=0),
+        TextEvaluator({"valid": data, "test": data}, num_labels=2),
+        epochs=2,
+        monitor="val_accuracy",
+        mode="max",
+        regularizers=regularizers,
+        progress=False,
+    )
     return trainer, trainer.fit().metrics
 
 
@@ -48,6 +56,8 @@ def test_regulariser_trains_in_the_plain_loop(name: str) -> None:
         assert all(p > 0 for p in penalties), penalties
     else:
         assert penalties == [0.0, 0.0]
-    changed = [not torch.equal(a, b) for a, b in zip(plain_trainer.model.state_dict().values(),
-                                                         trainer.model.state_dict().values())]
+    changed = [
+        not torch.equal(a, b)
+        for a, b in zip(plain_trainer.model.state_dict().values(), trainer.model.state_dict().values())
+    ]
     assert any(changed), f"{name} left training unchanged"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.regularizers import Mixout, MixoutLinear
 from embreg.regularizers.mixout import mixout_weight
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 
 def _moved_linear(seed: int = 0) -> nn.Linear:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 from embreg.errors import ConfigError
 from embreg.regularizers import R3F, StepContext
 from embreg.regularizers.divergence import prediction_divergence, symmetric_kl
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 
 def test_symmetric_kl_matches_its_definition() -> None:

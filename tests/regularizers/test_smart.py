@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 from embreg.errors import ConfigError
 from embreg.regularizers import SMART, StepContext
 from embreg.regularizers.smart import project_to_ball
+from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 
 @pytest.mark.parametrize("norm", ["inf", "l2"])

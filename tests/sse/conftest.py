@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tests.helpers.native_backends import select_backend
-from tests.helpers.sse_helpers import FULL_HUB_EDGES, HUB_AND_ISOLATED_EDGES
 
 from embreg.sse import NeighbourGraph
+from tests.helpers.native_backends import select_backend
+from tests.helpers.sse_helpers import FULL_HUB_EDGES, HUB_AND_ISOLATED_EDGES
 
 
 @pytest.fixture
@@ -17,7 +17,6 @@ def hub_and_isolated_graph() -> NeighbourGraph:
 @pytest.fixture
 def full_hub_graph() -> NeighbourGraph:
     return NeighbourGraph.from_edges(FULL_HUB_EDGES, num_nodes=6)
-
 
 
 @pytest.fixture(autouse=True, params=["cpp", "torch"])

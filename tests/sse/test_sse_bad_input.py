@@ -46,8 +46,15 @@ def test_non_tensor_ids_raise() -> None:
         SSE(10, p=0.1, seed=0)([1, 2, 3])
 
 
-@pytest.mark.parametrize(("p", "message"), [(1.5, r"p=1.5 is outside \[0, 1\]"), (-0.1, r"p=-0.1 is outside"),
-                                            (float("nan"), "p=nan is outside"), ("0.1", "real number")])
+@pytest.mark.parametrize(
+    ("p", "message"),
+    [
+        (1.5, r"p=1.5 is outside \[0, 1\]"),
+        (-0.1, r"p=-0.1 is outside"),
+        (float("nan"), "p=nan is outside"),
+        ("0.1", "real number"),
+    ],
+)
 def test_p_outside_unit_interval_raises(p: object, message: str) -> None:
     with pytest.raises(EmbregError, match=message):
         SSE(10, p=p)
@@ -70,8 +77,9 @@ def test_p_setter_validates() -> None:
     assert sse.p == 0.2
 
 
-@pytest.mark.parametrize(("rho", "message"), [(0.5, "rho=0.5 must be >= 1"), (float("inf"), "rho=inf"),
-                                              (-3, "rho=-3.0 must be >= 1")])
+@pytest.mark.parametrize(
+    ("rho", "message"), [(0.5, "rho=0.5 must be >= 1"), (float("inf"), "rho=inf"), (-3, "rho=-3.0 must be >= 1")]
+)
 def test_rho_below_one_raises(rho: float, message: str) -> None:
     with pytest.raises(EmbregError, match=message):
         SSEGraph(GRAPH, p=0.1, rho=rho)
@@ -87,8 +95,10 @@ def test_too_few_embeddings_raise(num_embeddings: int) -> None:
         SSE(num_embeddings, p=0.1)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"seed": -1}, "seed=-1"), ({"seed": 1.5}, "seed=1.5"),
-                                                 ({"rank_offset": -1}, "rank_offset=-1")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"seed": -1}, "seed=-1"), ({"seed": 1.5}, "seed=1.5"), ({"rank_offset": -1}, "rank_offset=-1")],
+)
 def test_bad_seed_or_rank_offset_raise(kwargs: dict, message: str) -> None:
     with pytest.raises(EmbregError, match=message):
         SSE(10, p=0.1, **kwargs)

@@ -68,6 +68,6 @@ def test_embedding_without_weight_or_dim_reports_attribute_error() -> None:
     assert emb(torch.tensor([1, 2])).shape == (2, 1)
     assert emb.num_embeddings == 10
     with pytest.raises(AttributeError, match="embedding_dim"):
-        emb.embedding_dim
+        _ = emb.embedding_dim
     with pytest.raises(AttributeError, match="weight"):
-        emb.weight
+        _ = emb.weight

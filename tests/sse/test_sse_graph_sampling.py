@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
 from embreg.sse import NeighbourGraph, SSEGraph
 from embreg.sse import functional as F
+from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
 DRAWS = 1_200_000  # one vectorised call; about 130k draws per row on 9 nodes
 

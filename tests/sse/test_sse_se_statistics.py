@@ -6,10 +6,10 @@ import math
 
 import torch
 from scipy import stats
-from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
 from embreg.sse import SSE
 from embreg.sse import functional as F
+from tests.helpers.sse_helpers import empirical_transitions, row_total_variation, se_matrix
 
 
 def test_swapped_ids_never_map_to_themselves() -> None:

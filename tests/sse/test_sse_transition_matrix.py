@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.sse_helpers import se_matrix
 
 from embreg.sse import NeighbourGraph, SSEGraph
 from embreg.sse import functional as F
+from tests.helpers.sse_helpers import se_matrix
 
 
 def _brute_force_matrix(graph: NeighbourGraph, p: float, rho: float) -> torch.Tensor:

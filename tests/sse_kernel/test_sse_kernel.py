@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers.native_backends import require_kernel
 
 import embreg.sse.functional as F
 from embreg.errors import EmbregError
 from embreg.sse import SSE, NeighbourGraph, _kernel
+from tests.helpers.native_backends import require_kernel
 
 
 @pytest.fixture

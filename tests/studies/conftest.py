@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.studies.study_helpers import write_study
 
 from embreg.studies.runlog import RunRecord
 from embreg.studies.spec import StudySpec, load_study
+from tests.studies.study_helpers import write_study
 
 
 @dataclass

@@ -25,15 +25,33 @@ def _records():
     out = []
     for variant, values in (("FT", FT), ("LNSR", LNSR)):
         for seed, value in enumerate(values):
-            out.append(RunRecord("s", variant, {}, "final", {}, seed, [f"train.seed={seed}"], "ft-reviews",
-                                 {"test_mcc": value, "gap_mcc": GAP[seed]}))
+            out.append(
+                RunRecord(
+                    "s",
+                    variant,
+                    {},
+                    "final",
+                    {},
+                    seed,
+                    [f"train.seed={seed}"],
+                    "ft-reviews",
+                    {"test_mcc": value, "gap_mcc": GAP[seed]},
+                )
+            )
     out.append(RunRecord("s", "FT", {}, "tune", {"x": 1}, 0, [], "ft-reviews", {"test_mcc": 0.0}))
     return out
 
 
 def _spec():
-    return StudySpec.from_mapping({"name": "s", "title": "t", "paper": "p", "metrics": ["test_mcc"],
-                                   "variants": {"FT": {"recipe": "ft-reviews"}, "LNSR": {"recipe": "ft-reviews-lnsr"}}})
+    return StudySpec.from_mapping(
+        {
+            "name": "s",
+            "title": "t",
+            "paper": "p",
+            "metrics": ["test_mcc"],
+            "variants": {"FT": {"recipe": "ft-reviews"}, "LNSR": {"recipe": "ft-reviews-lnsr"}},
+        }
+    )
 
 
 def test_table_matches_direct_computation():
@@ -62,10 +80,12 @@ def test_brown_forsythe_and_direction():
 
 
 def test_build_writes_figure_and_claims(tmp_path: Path):
-    config = FinetuneStabilityConfig(metrics=["test_mcc"], check_metrics=["test_mcc"], baseline="FT", method="LNSR",
-                                     box_metric="test_mcc")
+    config = FinetuneStabilityConfig(
+        metrics=["test_mcc"], check_metrics=["test_mcc"], baseline="FT", method="LNSR", box_metric="test_mcc"
+    )
     section = build(config, AnalysisContext(_spec(), _records(), tmp_path))
     assert section.figures and (tmp_path / section.figures[0]).is_file()
     assert "| LNSR | 4 |" in section.markdown
     assert len(section.claims) == 1 and section.claims[0].p == pytest.approx(
-        scipy_stats.levene(LNSR, FT, center="median").pvalue)
+        scipy_stats.levene(LNSR, FT, center="median").pvalue
+    )

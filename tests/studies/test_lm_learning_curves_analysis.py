@@ -9,15 +9,31 @@ from embreg.studies.analyses.lm_learning_curves import LMCurvesConfig, build, me
 
 def _record(variant, seed, curve, seconds):
     best = min(range(len(curve)), key=curve.__getitem__)
-    return RunRecord("s", variant, {}, "final", {}, seed, [], "lm-dropout",
-                     {"val_ppl": curve[best], "test_ppl": curve[best] / 1.5, "best_epoch": best,
-                      "epochs_run": len(curve), "history": {"val_ppl": curve, "seconds": seconds}})
+    return RunRecord(
+        "s",
+        variant,
+        {},
+        "final",
+        {},
+        seed,
+        [],
+        "lm-dropout",
+        {
+            "val_ppl": curve[best],
+            "test_ppl": curve[best] / 1.5,
+            "best_epoch": best,
+            "epochs_run": len(curve),
+            "history": {"val_ppl": curve, "seconds": seconds},
+        },
+    )
 
 
-RUNS = [_record("Dropout_1", 0, [300.0, 220.0, 200.0, 210.0], [10.0, 14.0, 11.0, 50.0]),
-        _record("Dropout_1", 1, [310.0, 205.0, 207.0], [12.0, 12.0, 13.0]),
-        _record("Dropout_2", 0, [305.0, 230.0], [20.0, 22.0]),
-        _record("Dropout_2", 1, [290.0, 240.0, 215.0], [21.0, 25.0, 30.0])]
+RUNS = [
+    _record("Dropout_1", 0, [300.0, 220.0, 200.0, 210.0], [10.0, 14.0, 11.0, 50.0]),
+    _record("Dropout_1", 1, [310.0, 205.0, 207.0], [12.0, 12.0, 13.0]),
+    _record("Dropout_2", 0, [305.0, 230.0], [20.0, 22.0]),
+    _record("Dropout_2", 1, [290.0, 240.0, 215.0], [21.0, 25.0, 30.0]),
+]
 
 
 def test_helpers():
@@ -26,9 +42,19 @@ def test_helpers():
 
 
 def test_build(tmp_path: Path):
-    spec = StudySpec.from_mapping({"name": "s", "title": "t", "paper": "p", "metrics": ["val_ppl"], "seeds": 2,
-                                   "variants": {"Dropout_1": {"recipe": "lm-dropout"},
-                                                "Dropout_2": {"recipe": "lm-dropout-k", "set": ["objective.k=2"]}}})
+    spec = StudySpec.from_mapping(
+        {
+            "name": "s",
+            "title": "t",
+            "paper": "p",
+            "metrics": ["val_ppl"],
+            "seeds": 2,
+            "variants": {
+                "Dropout_1": {"recipe": "lm-dropout"},
+                "Dropout_2": {"recipe": "lm-dropout-k", "set": ["objective.k=2"]},
+            },
+        }
+    )
     section = build(LMCurvesConfig(epochs=[1, 3]), AnalysisContext(spec, RUNS, tmp_path))
     assert (tmp_path / section.figures[0]).is_file()
     text = section.markdown

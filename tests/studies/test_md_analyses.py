@@ -28,17 +28,40 @@ def records(points: list[tuple[float, float, float, float, int]], seeds: int = 4
     for budget, alpha, test, val, size in points:
         label = "uniform" if alpha == 0 else f"MD alpha {alpha:g}"
         for seed, off in enumerate(offsets):
-            out.append(RunRecord("demo", label, {"embeddings.budget": budget}, "final", {"model.l2": 0.1}, seed,
-                                 [f"embeddings.alpha={alpha}", f"train.seed={seed}"], "md-mf",
-                                 {"test_mse": test + off, "val_mse": val, "embedding_parameters": size,
-                                  "test_mse_popular": test - 0.05 * alpha + off, "test_mse_rare": test + off,
-                                  "train_mse_popular": test - 0.1, "train_mse_rare": test - 0.1}))
+            out.append(
+                RunRecord(
+                    "demo",
+                    label,
+                    {"embeddings.budget": budget},
+                    "final",
+                    {"model.l2": 0.1},
+                    seed,
+                    [f"embeddings.alpha={alpha}", f"train.seed={seed}"],
+                    "md-mf",
+                    {
+                        "test_mse": test + off,
+                        "val_mse": val,
+                        "embedding_parameters": size,
+                        "test_mse_popular": test - 0.05 * alpha + off,
+                        "test_mse_rare": test + off,
+                        "train_mse_popular": test - 0.1,
+                        "train_mse_rare": test - 0.1,
+                    },
+                )
+            )
     return out
 
 
-SWEEP = [(100, 0.0, 0.95, 0.96, 100), (200, 0.0, 0.90, 0.91, 200), (400, 0.0, 0.85, 0.87, 400),
-         (800, 0.0, 0.86, 0.86, 800), (100, 0.1, 0.92, 0.93, 110), (100, 0.3, 0.91, 0.94, 120),
-         (200, 0.1, 0.86, 0.88, 220), (200, 0.3, 0.849, 0.87, 230)]
+SWEEP = [
+    (100, 0.0, 0.95, 0.96, 100),
+    (200, 0.0, 0.90, 0.91, 200),
+    (400, 0.0, 0.85, 0.87, 400),
+    (800, 0.0, 0.86, 0.86, 800),
+    (100, 0.1, 0.92, 0.93, 110),
+    (100, 0.3, 0.91, 0.94, 120),
+    (200, 0.1, 0.86, 0.88, 220),
+    (200, 0.3, 0.849, 0.87, 230),
+]
 
 
 def test_points_carry_seed_std_and_the_alpha_from_the_overrides():
@@ -62,7 +85,7 @@ def test_alpha_chosen_on_validation_and_its_advantage_in_standard_errors():
     points = sweep_points(records(SWEEP))
     first = chosen_on_validation(points, "mse")[0]
     assert (first.budget, first.alpha) == (100, 0.1)
-    assert advantage_in_se(points[0], first, "mse") == pytest.approx(0.03 / math.sqrt(2 * 0.01 ** 2 / 4))
+    assert advantage_in_se(points[0], first, "mse") == pytest.approx(0.03 / math.sqrt(2 * 0.01**2 / 4))
     one = sweep_points(records([(1, 0.0, 0.9, 0.9, 1)], seeds=2, spread=0.0))[0]
     assert math.isnan(advantage_in_se(one, one, "mse"))
 
@@ -72,8 +95,16 @@ def test_no_uniform_point_gives_no_reading():
 
 
 def spec(analyses: list[dict]) -> StudySpec:
-    return StudySpec.from_mapping({"name": "demo", "title": "t", "paper": "p.txt", "metrics": ["test_mse"],
-                                   "variants": {"uniform": {"recipe": "md-mf"}}, "analyses": analyses})
+    return StudySpec.from_mapping(
+        {
+            "name": "demo",
+            "title": "t",
+            "paper": "p.txt",
+            "metrics": ["test_mse"],
+            "variants": {"uniform": {"recipe": "md-mf"}},
+            "analyses": analyses,
+        }
+    )
 
 
 def build(name: str, args: dict, runs: list, tmp_path: Path):
@@ -107,10 +138,23 @@ def test_popularity_section_reads_popular_and_rare_thirds(tmp_path):
 
 
 def ctr_run(budget: float, alpha: float, seed: int, losses: list[float], best: int) -> RunRecord:
-    return RunRecord("demo", "uniform" if alpha == 0 else f"MD alpha {alpha:g}", {"embeddings.budget": budget},
-                     "final", {}, seed, [f"embeddings.alpha={alpha}"], "md-ctr-adult",
-                     {"val_logloss": losses[best], "test_logloss": losses[best], "best_epoch": best,
-                      "epoch_seconds": [1.5] * len(losses), "epoch_val_logloss": losses})
+    return RunRecord(
+        "demo",
+        "uniform" if alpha == 0 else f"MD alpha {alpha:g}",
+        {"embeddings.budget": budget},
+        "final",
+        {},
+        seed,
+        [f"embeddings.alpha={alpha}"],
+        "md-ctr-adult",
+        {
+            "val_logloss": losses[best],
+            "test_logloss": losses[best],
+            "best_epoch": best,
+            "epoch_seconds": [1.5] * len(losses),
+            "epoch_val_logloss": losses,
+        },
+    )
 
 
 def test_time_to_target_counts_epochs_up_to_the_target_and_the_best_epoch(tmp_path):

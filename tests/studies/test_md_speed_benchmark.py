@@ -14,9 +14,37 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "md_speed.py"
 
 def run(tmp_path: Path, *extra: str) -> dict:
     out = tmp_path / "speed"
-    subprocess.run([sys.executable, str(BENCHMARK), "--rows", "3000", "--dim", "16", "--batch", "64", "--alpha", "0.3",
-                    "--blocks", "4", "--reps", "3", "--warmup", "1", "--memory-rows", "0", "--kernel", "auto",
-                    *extra, "--out", str(out)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARK),
+            "--rows",
+            "3000",
+            "--dim",
+            "16",
+            "--batch",
+            "64",
+            "--alpha",
+            "0.3",
+            "--blocks",
+            "4",
+            "--reps",
+            "3",
+            "--warmup",
+            "1",
+            "--memory-rows",
+            "0",
+            "--kernel",
+            "auto",
+            *extra,
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return json.loads(out.with_suffix(".json").read_text())
 
 

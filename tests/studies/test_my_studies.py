@@ -11,8 +11,17 @@ from embreg.studies import RunLog, load_study
 from embreg.studies.spec import point_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
-STUDIES = ["sse-mf", "sse-mf-no-l2", "sse-bpr", "finetuning-stability-binary", "finetuning-stability-polarity",
-           "finetuning-stability-mixout-best", "finetuning-size-curve", "dropout-lm", "dropout-lm-fig1"]
+STUDIES = [
+    "sse-mf",
+    "sse-mf-no-l2",
+    "sse-bpr",
+    "finetuning-stability-binary",
+    "finetuning-stability-polarity",
+    "finetuning-stability-mixout-best",
+    "finetuning-size-curve",
+    "dropout-lm",
+    "dropout-lm-fig1",
+]
 # points whose per-seed results were never stored (only mean ± std): the runner fills them
 NOT_LOGGED = {"finetuning-size-curve": [{"data.train_size": 500}, {"data.train_size": 2000}]}
 

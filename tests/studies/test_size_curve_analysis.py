@@ -12,8 +12,11 @@ VALUES = {("FT", 250): [0.1, 0.2, 0.4], ("FT", 1000): [0.6, 0.62], ("LNSR", 250)
 
 
 def _records():
-    return [RunRecord("s", v, {"data.train_size": n}, "final", {}, seed, [], "r", {"test_mcc": x})
-            for (v, n), xs in VALUES.items() for seed, x in enumerate(xs)]
+    return [
+        RunRecord("s", v, {"data.train_size": n}, "final", {}, seed, [], "r", {"test_mcc": x})
+        for (v, n), xs in VALUES.items()
+        for seed, x in enumerate(xs)
+    ]
 
 
 def test_points_match_direct_computation():
@@ -26,9 +29,16 @@ def test_points_match_direct_computation():
 
 
 def test_build_table_and_difference(tmp_path: Path):
-    spec = StudySpec.from_mapping({"name": "s", "title": "t", "paper": "p", "metrics": ["test_mcc"],
-                                   "variants": {"FT": {"recipe": "ft-reviews"}, "LNSR": {"recipe": "ft-reviews-lnsr"}},
-                                   "grid": {"data.train_size": [250, 1000]}})
+    spec = StudySpec.from_mapping(
+        {
+            "name": "s",
+            "title": "t",
+            "paper": "p",
+            "metrics": ["test_mcc"],
+            "variants": {"FT": {"recipe": "ft-reviews"}, "LNSR": {"recipe": "ft-reviews-lnsr"}},
+            "grid": {"data.train_size": [250, 1000]},
+        }
+    )
     section = build(SizeCurveConfig(), AnalysisContext(spec, _records(), tmp_path))
     assert (tmp_path / section.figures[0]).is_file()
     diff = statistics.fmean(VALUES[("LNSR", 250)]) - statistics.fmean(VALUES[("FT", 250)])

@@ -17,19 +17,41 @@ from embreg.studies.spec import StudySpec
 BASE = [1.00, 1.01, 0.99, 1.00, 1.02]
 
 
-def _final(variant: str, values: list[float], metric: str = "test_rmse", point: dict | None = None,
-           setting: dict | None = None) -> list[RunRecord]:
+def _final(
+    variant: str, values: list[float], metric: str = "test_rmse", point: dict | None = None, setting: dict | None = None
+) -> list[RunRecord]:
     machine = {"platform": "Linux", "processor": "x86_64", "cpus": 8, "torch": "2.4", "threads": 1, "gpu": None}
-    return [RunRecord("syn", variant, point or {}, "final", setting or {}, seed, [f"train.seed={seed}"], "mf",
-                      {metric: value}, 1.0, machine, f"2025-01-0{seed + 1}T00:00:00Z")
-            for seed, value in enumerate(values)]
+    return [
+        RunRecord(
+            "syn",
+            variant,
+            point or {},
+            "final",
+            setting or {},
+            seed,
+            [f"train.seed={seed}"],
+            "mf",
+            {metric: value},
+            1.0,
+            machine,
+            f"2025-01-0{seed + 1}T00:00:00Z",
+        )
+        for seed, value in enumerate(values)
+    ]
 
 
 def _spec(**extra) -> StudySpec:
-    data = {"name": "syn", "title": "Synthetic", "paper": "sse-stochastic-shared-embeddings.txt", "seeds": 5,
-            "metrics": ["test_rmse"], "variants": {v: {"recipe": "mf"} for v in ("Base", "Better", "Worse", "Same")},
-            "claims": [{"text": f"{v} beats Base", "metric": "test_rmse", "variant": v}
-                       for v in ("Better", "Worse", "Same")]}
+    data = {
+        "name": "syn",
+        "title": "Synthetic",
+        "paper": "sse-stochastic-shared-embeddings.txt",
+        "seeds": 5,
+        "metrics": ["test_rmse"],
+        "variants": {v: {"recipe": "mf"} for v in ("Base", "Better", "Worse", "Same")},
+        "claims": [
+            {"text": f"{v} beats Base", "metric": "test_rmse", "variant": v} for v in ("Better", "Worse", "Same")
+        ],
+    }
     data.update(extra)
     return StudySpec.from_mapping(data)
 
@@ -41,11 +63,24 @@ def test_the_tiny_study_page_has_claims_comparison_and_tuning(tiny_study, tmp_pa
     lines = text.splitlines()
     assert len(lines) < 300
     assert lines[0] == "# Tiny MF study"
-    for part in ("## Claims", "| claim | reading | verdict |", "dropout improves MF (Table 1)", "## Comparison",
-                 "| variant | n | test_rmse | Welch p | Mann-Whitney p | test_mae |", "| MF (baseline) | 2 |",
-                 "| MF-dropout | 2 |", "## Tuning", "| setting | mean val_rmse | n | |", "`model.l2=0.05`",
-                 "**chosen**", "## How it was run", "`embreg study run studies/tiny.yaml`", "2 final seeds",
-                 "two epochs only", "![test_rmse per variant](box-test_rmse.png)"):
+    for part in (
+        "## Claims",
+        "| claim | reading | verdict |",
+        "dropout improves MF (Table 1)",
+        "## Comparison",
+        "| variant | n | test_rmse | Welch p | Mann-Whitney p | test_mae |",
+        "| MF (baseline) | 2 |",
+        "| MF-dropout | 2 |",
+        "## Tuning",
+        "| setting | mean val_rmse | n | |",
+        "`model.l2=0.05`",
+        "**chosen**",
+        "## How it was run",
+        "`embreg study run studies/tiny.yaml`",
+        "2 final seeds",
+        "two epochs only",
+        "![test_rmse per variant](box-test_rmse.png)",
+    ):
         assert part in text, part
     assert text.count("**chosen**") == 2  # one per variant
     assert (out / "box-test_rmse.png").stat().st_size > 1000
@@ -54,29 +89,47 @@ def test_the_tiny_study_page_has_claims_comparison_and_tuning(tiny_study, tmp_pa
     assert (summary["kind"], summary["page"], summary["seeds"]) == ("study", "README.md", "2 per variant and point")
     claim = summary["claims"][0]
     assert claim["verdict"] in (REPRODUCED, OPPOSITE, NOT_REPRODUCED) and 0.0 <= claim["p"] <= 1.0
-    assert claim["reading"].startswith("MF-dropout ") and " vs MF " in claim["reading"] and "(n=2/2, Welch p=" in claim["reading"]
+    assert (
+        claim["reading"].startswith("MF-dropout ")
+        and " vs MF " in claim["reading"]
+        and "(n=2/2, Welch p=" in claim["reading"]
+    )
 
 
 def test_verdicts_reproduced_opposite_and_not_reproduced(tmp_path):
-    records = (_final("Base", BASE) + _final("Better", [v - 0.1 for v in BASE[::-1]])
-               + _final("Worse", [v + 0.1 for v in BASE[1:] + BASE[:1]]) + _final("Same", [1.01, 1.0, 1.0, 1.02, 0.99]))
+    records = (
+        _final("Base", BASE)
+        + _final("Better", [v - 0.1 for v in BASE[::-1]])
+        + _final("Worse", [v + 0.1 for v in BASE[1:] + BASE[:1]])
+        + _final("Same", [1.01, 1.0, 1.0, 1.02, 0.99])
+    )
     summary = write_report(_spec(), records, tmp_path, command="embreg study run studies/syn.yaml")
     verdicts = {c["claim"]: c["verdict"] for c in summary["claims"]}
-    assert verdicts == {"Better beats Base": REPRODUCED, "Worse beats Base": OPPOSITE, "Same beats Base": NOT_REPRODUCED}
+    assert verdicts == {
+        "Better beats Base": REPRODUCED,
+        "Worse beats Base": OPPOSITE,
+        "Same beats Base": NOT_REPRODUCED,
+    }
     better = summary["claims"][0]
     assert better["reading"] == "Better 0.9040 ± 0.0114 vs Base 1.0040 ± 0.0114 (n=5/5, Welch p=<0.001)"
     assert better["p"] < 0.05 and summary["claims"][2]["p"] > 0.05
     assert summary["machine"] == "8-core x86_64, torch 2.4"
     # a metric where higher is better turns the verdicts round
-    flipped = _spec(claims=[{"text": "Better beats Base", "metric": "test_rmse", "variant": "Better",
-                             "direction": "max"}])
+    flipped = _spec(
+        claims=[{"text": "Better beats Base", "metric": "test_rmse", "variant": "Better", "direction": "max"}]
+    )
     assert write_report(flipped, records, tmp_path / "f", command="c")["claims"][0]["verdict"] == OPPOSITE
 
 
 def test_a_claim_without_a_point_is_read_at_every_point(tmp_path):
-    spec = _spec(variants={"Base": {"recipe": "mf"}, "Better": {"recipe": "mf"}}, grid={"model.dim": [8, 16]},
-                 claims=[{"text": "Better beats Base", "metric": "test_rmse", "variant": "Better"},
-                         {"text": "at dim 16", "metric": "test_rmse", "variant": "Better", "point": {"model.dim": 16}}])
+    spec = _spec(
+        variants={"Base": {"recipe": "mf"}, "Better": {"recipe": "mf"}},
+        grid={"model.dim": [8, 16]},
+        claims=[
+            {"text": "Better beats Base", "metric": "test_rmse", "variant": "Better"},
+            {"text": "at dim 16", "metric": "test_rmse", "variant": "Better", "point": {"model.dim": 16}},
+        ],
+    )
     records = []
     for dim, gain in ((8, 0.1), (16, 0.0)):
         records += _final("Base", BASE, point={"model.dim": dim})
@@ -103,32 +156,49 @@ class EchoConfig:
 def _echo(config: EchoConfig, context) -> Section:
     (context.out_dir / "echo.png").write_bytes(b"png")
     n = len(context.final())
-    return Section("Echo", f"{config.word}: {n} final runs", figures=["echo.png"],
-                   claims=[ClaimRow("an analysis claim", f"{n} runs", REPRODUCED, 0.01)])
+    return Section(
+        "Echo",
+        f"{config.word}: {n} final runs",
+        figures=["echo.png"],
+        claims=[ClaimRow("an analysis claim", f"{n} runs", REPRODUCED, 0.01)],
+    )
 
 
 def test_analyses_add_sections_figures_and_claims(tmp_path, monkeypatch):
     load_builtins()
-    monkeypatch.setitem(REGISTRY._entries["analysis"], "test-echo",
-                        Entry("analysis", "test-echo", EchoConfig, _echo, "echo for the tests"))
+    monkeypatch.setitem(
+        REGISTRY._entries["analysis"],
+        "test-echo",
+        Entry("analysis", "test-echo", EchoConfig, _echo, "echo for the tests"),
+    )
     spec = _spec(analyses=[{"name": "test-echo", "args": {"word": "bonjour"}}])
     records = _final("Base", BASE) + _final("Better", BASE)
     summary = write_report(spec, records, tmp_path, command="c")
     text = (tmp_path / "README.md").read_text()
     assert "## Echo\n\nbonjour: 10 final runs" in text and "![echo](echo.png)" in text
-    assert summary["claims"][-1] == {"claim": "an analysis claim", "reading": "10 runs", "verdict": REPRODUCED,
-                                     "p": 0.01}
+    assert summary["claims"][-1] == {
+        "claim": "an analysis claim",
+        "reading": "10 runs",
+        "verdict": REPRODUCED,
+        "p": 0.01,
+    }
 
 
 def _tuned(variant: str, settings: list[float], point: dict | None = None) -> list[RunRecord]:
-    return [RunRecord("syn", variant, point or {}, "tune", {"model.l2": l2}, 0, [], "mf",
-                      {"val_rmse": 1 + abs(l2 - 0.3)}) for l2 in settings]
+    return [
+        RunRecord("syn", variant, point or {}, "tune", {"model.l2": l2}, 0, [], "mf", {"val_rmse": 1 + abs(l2 - 0.3)})
+        for l2 in settings
+    ]
 
 
 def test_long_tuning_tables_keep_the_best_ten(tmp_path):
     grid = [round(0.05 * i, 2) for i in range(15)]
-    spec = _spec(variants={"Base": {"recipe": "mf"}}, claims=[], seeds=2,
-                 tune={"space": {"model.l2": grid}, "metric": "val_rmse"})
+    spec = _spec(
+        variants={"Base": {"recipe": "mf"}},
+        claims=[],
+        seeds=2,
+        tune={"space": {"model.l2": grid}, "metric": "val_rmse"},
+    )
     records = _tuned("Base", grid) + _final("Base", [1.0, 1.1], setting={"model.l2": 0.3})
     write_report(spec, records, tmp_path, command="c")
     text = (tmp_path / "README.md").read_text()
@@ -140,8 +210,13 @@ def test_long_tuning_tables_keep_the_best_ten(tmp_path):
 def test_a_large_grid_stays_under_300_lines(tmp_path):
     grid = {"model.dim": [4, 8, 16, 32, 64, 128], "train.lr": [0.001, 0.003, 0.01, 0.03, 0.1]}
     variants = {v: {"recipe": "mf"} for v in ("A", "B", "C")}
-    spec = _spec(variants=variants, claims=[], grid=grid, seeds=2,
-                 tune={"space": {"model.l2": [0.1, 0.2, 0.3, 0.4]}, "metric": "val_rmse"})
+    spec = _spec(
+        variants=variants,
+        claims=[],
+        grid=grid,
+        seeds=2,
+        tune={"space": {"model.l2": [0.1, 0.2, 0.3, 0.4]}, "metric": "val_rmse"},
+    )
     records = []
     for dim in grid["model.dim"]:
         for lr in grid["train.lr"]:

@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-from tests.studies.study_helpers import TINY, write_study
 
 import embreg.recipes.run as run_module
 from embreg.errors import ConfigError
@@ -17,6 +16,7 @@ from embreg.studies.runlog import RunLog
 from embreg.studies.runner import LogLockedError, StudyRunError, lock_log, run_study
 from embreg.studies.spec import StudySpec, load_study
 from embreg.train.trainer import FitResult
+from tests.studies.study_helpers import TINY, write_study
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +49,16 @@ def _fake(monkeypatch, fail_on: tuple | None = None) -> list:
         if fail_on is not None and (seed, recipe.model.dropout) == fail_on:
             raise RuntimeError("the loss became NaN")
         value = 0.9 + (l2 - 0.05) ** 2 + 0.001 * seed + recipe.model.dropout / 10
-        return FitResult(metrics={"best_epoch": 1, "val_rmse": value, "test_rmse": value + 0.01,
-                                  "test_mae": value - 0.2, "wall_seconds": 0.0}, history=[])
+        return FitResult(
+            metrics={
+                "best_epoch": 1,
+                "val_rmse": value,
+                "test_rmse": value + 0.01,
+                "test_mae": value - 0.2,
+                "wall_seconds": 0.0,
+            },
+            history=[],
+        )
 
     monkeypatch.setattr(run_module, "run_single", fake)
     return calls
@@ -64,7 +72,11 @@ def test_the_log_holds_every_run_with_its_overrides(tiny_study):
     final = [r for r in records if r.phase == "final"]
     assert len(tune) == 4 and len(final) == 4
     assert sorted((r.variant, r.setting["model.l2"], r.seed) for r in tune) == [
-        ("MF", 0.0, 0), ("MF", 0.05, 0), ("MF-dropout", 0.0, 0), ("MF-dropout", 0.05, 0)]
+        ("MF", 0.0, 0),
+        ("MF", 0.05, 0),
+        ("MF-dropout", 0.0, 0),
+        ("MF-dropout", 0.05, 0),
+    ]
     assert sorted((r.variant, r.seed) for r in final) == [("MF", 0), ("MF", 1), ("MF-dropout", 0), ("MF-dropout", 1)]
     for r in records:
         variant_set = ["model.dropout=0.2"] if r.variant == "MF-dropout" else []
@@ -95,7 +107,11 @@ def test_a_resumed_study_reruns_only_the_missing_run(tiny_study, tmp_path, monke
     assert len(records) == 8
     redone = records[-1]
     assert (redone.variant, redone.phase, redone.seed, redone.overrides) == (
-        dropped["variant"], dropped["phase"], dropped["seed"], dropped["overrides"])
+        dropped["variant"],
+        dropped["phase"],
+        dropped["seed"],
+        dropped["overrides"],
+    )
     assert _compared(redone.metrics) == _compared(dropped["metrics"])  # seeded: the same numbers again
 
 
@@ -152,8 +168,9 @@ def test_the_lock_holds_across_processes(tmp_path):
 
 def test_two_workers_give_the_same_records(tiny_study, tmp_path):
     # one variant of the tiny study (4 runs, tuning and final) in two worker processes
-    spec = dataclasses.replace(tiny_study.spec, variants={"MF-dropout": tiny_study.spec.variants["MF-dropout"]},
-                               baseline=None, claims=[])
+    spec = dataclasses.replace(
+        tiny_study.spec, variants={"MF-dropout": tiny_study.spec.variants["MF-dropout"]}, baseline=None, claims=[]
+    )
     records = run_study(spec, tmp_path / "tiny.jsonl", workers=2, progress=False)
     serial = {r.key: r for r in tiny_study.records if r.variant == "MF-dropout"}
     assert len(records) == 4 and sorted(r.key for r in records) == sorted(serial)
@@ -186,11 +203,18 @@ def test_an_invalid_override_fails_before_any_training(tmp_path, monkeypatch):
 
 
 def _optuna_spec(trials: int = 6) -> StudySpec:
-    return StudySpec.from_mapping({
-        "name": "opt", "title": "optuna", "paper": "p.txt", "seeds": 2, "metrics": ["test_rmse"],
-        "variants": {"MF": {"recipe": "mf"}, "MF-dropout": {"recipe": "mf", "set": ["model.dropout=0.1"]}},
-        "common": COMMON, "tune": {"method": "optuna", "space": {"model.l2": [0.001, 0.3]}, "trials": trials,
-                                   "seeds": 2}})
+    return StudySpec.from_mapping(
+        {
+            "name": "opt",
+            "title": "optuna",
+            "paper": "p.txt",
+            "seeds": 2,
+            "metrics": ["test_rmse"],
+            "variants": {"MF": {"recipe": "mf"}, "MF-dropout": {"recipe": "mf", "set": ["model.dropout=0.1"]}},
+            "common": COMMON,
+            "tune": {"method": "optuna", "space": {"model.l2": [0.001, 0.3]}, "trials": trials, "seeds": 2},
+        }
+    )
 
 
 def test_optuna_tuning_picks_the_best_trial_and_resumes_exactly(tmp_path, monkeypatch):

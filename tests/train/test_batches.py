@@ -32,8 +32,10 @@ def test_drop_last_and_no_shuffle():
     assert [b["x"].tolist() for b in batches.epoch(0)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-@pytest.mark.parametrize("tensors,batch_size", [({}, 2), ({"a": torch.zeros(3), "b": torch.zeros(4)}, 2),
-                                                ({"a": torch.zeros(3)}, 0), ({"a": torch.zeros(0)}, 2)])
+@pytest.mark.parametrize(
+    "tensors,batch_size",
+    [({}, 2), ({"a": torch.zeros(3), "b": torch.zeros(4)}, 2), ({"a": torch.zeros(3)}, 0), ({"a": torch.zeros(0)}, 2)],
+)
 def test_bad_input(tensors, batch_size):
     with pytest.raises(ValueError):
         TensorBatches(tensors, batch_size)

@@ -31,7 +31,7 @@ def test_atomic_write_bytes_and_text_create_parents_and_replace(tmp_path: Path) 
     assert atomic_write_bytes(target, b"one") == target
     assert target.read_bytes() == b"one"
     atomic_write_text(target, "two\r\nlines é")
-    assert target.read_bytes() == "two\r\nlines é".encode("utf-8")
+    assert target.read_bytes() == "two\r\nlines é".encode()
     assert leftovers(target.parent) == []
 
 
@@ -160,8 +160,9 @@ def test_load_corrupt_or_truncated_checkpoint_raises_data_error(tmp_path: Path) 
 
 def test_load_checkpoint_holding_non_dict_raises(tmp_path: Path) -> None:
     skeleton = json.dumps({"$": "list", "items": [1, 2]})
-    data = safetensors.torch.save({}, metadata={"format": "embreg-checkpoint", "format_version": "1",
-                                                "embreg_state": skeleton})
+    data = safetensors.torch.save(
+        {}, metadata={"format": "embreg-checkpoint", "format_version": "1", "embreg_state": skeleton}
+    )
     path = atomic_write_bytes(tmp_path / "list.safetensors", data)
     with pytest.raises(DataError, match=r"list\.safetensors' holds list, expected a dict"):
         load_checkpoint(path)

@@ -41,8 +41,9 @@ def _assert_same(a, b, where="state") -> None:
     assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape, where
-        assert torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                                     and torch.equal(a.nan_to_num(), b.nan_to_num())), where
+        assert torch.equal(a, b) or (
+            a.is_floating_point() and torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+        ), where
     elif isinstance(a, dict):
         assert list(a) == list(b), where
         for key in a:
@@ -68,10 +69,12 @@ def nested_state():
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "torch_rng": torch.get_rng_state(),
-        "history": [{"epoch": 0, "val_rmse": float("nan"), "loss": 0.25, "best": True},
-                    {"epoch": 1, "val_rmse": float("inf"), "loss": -float("inf"), "note": "é ✓"}],
+        "history": [
+            {"epoch": 0, "val_rmse": float("nan"), "loss": 0.25, "best": True},
+            {"epoch": 1, "val_rmse": float("inf"), "loss": -float("inf"), "note": "é ✓"},
+        ],
         "by_int": {0: "zero", 7: [1, 2], -3: None},
-        "mixed_keys": {1: "int", "1": "str", 2.5: "float", True: "bool", None: "none"},
+        "mixed_keys": {1: "int", "1": "str", 2.5: "float", False: "bool", None: "none"},
         "pair": (1, 2.0, "three", (None, False)),
         "nothing": None,
         "flag": False,
@@ -156,8 +159,12 @@ def test_map_location_and_file_layout(tmp_path, nested_state) -> None:
     with safetensors.safe_open(str(path), framework="pt") as handle:
         keys = set(handle.keys())
         metadata = handle.metadata()
-    assert {"model/embedding.weight", "optimizer/state/0/exp_avg", "torch_rng",
-            "model/transform._extra_state/generator_state"} <= keys
+    assert {
+        "model/embedding.weight",
+        "optimizer/state/0/exp_avg",
+        "torch_rng",
+        "model/transform._extra_state/generator_state",
+    } <= keys
     assert metadata["format"] == "embreg-checkpoint" and metadata["format_version"] == "1"
     json.loads(metadata["embreg_state"])  # strict JSON (no bare NaN)
     assert "NaN" not in metadata["embreg_state"] and "Infinity" not in metadata["embreg_state"]
@@ -205,8 +212,15 @@ def test_text_protocol_pickle_is_refused_too(tmp_path) -> None:
 def _trainer(data, run_dir: Path) -> Trainer:
     model = BiasedMF.build(30, 40, 4, global_mean=3.0, user_transform=SSE(30, 0.1, seed=1))
     evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
-    return Trainer(model, optimizer_factory("adam", 0.01), TensorBatches(data, 64, seed=0), evaluator,
-                   epochs=2, run_dir=run_dir, progress=False)
+    return Trainer(
+        model,
+        optimizer_factory("adam", 0.01),
+        TensorBatches(data, 64, seed=0),
+        evaluator,
+        epochs=2,
+        run_dir=run_dir,
+        progress=False,
+    )
 
 
 @pytest.mark.parametrize("name", [LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT])
@@ -262,8 +276,11 @@ def test_truncated_checkpoints_are_data_errors(tmp_path, nested_state) -> None:
 def test_random_bytes_are_a_data_error(tmp_path) -> None:
     g = torch.Generator().manual_seed(0)
     for i in range(20):
-        data = bytes(torch.randint(0, 256, (int(torch.randint(1, 400, (1,), generator=g)),), generator=g,
-                                   dtype=torch.uint8).tolist())
+        data = bytes(
+            torch.randint(
+                0, 256, (int(torch.randint(1, 400, (1,), generator=g)),), generator=g, dtype=torch.uint8
+            ).tolist()
+        )
         path = atomic_write_bytes(tmp_path / f"random{i}.safetensors", data)
         with pytest.raises(DataError, match=rf"random{i}\.safetensors'"):
             load_checkpoint(path)
@@ -276,12 +293,12 @@ def test_safetensors_without_embreg_metadata_is_refused(tmp_path) -> None:
     other = _safetensors(tmp_path / "other.safetensors", {"w": torch.ones(2)}, {"format": "pt"})
     with pytest.raises(DataError, match=r"other\.safetensors' is a safetensors file but not an embreg"):
         load_checkpoint(other)
-    newer = _safetensors(tmp_path / "newer.safetensors", {}, {**_metadata({"$": "dict", "items": []}),
-                                                              "format_version": "2"})
+    newer = _safetensors(
+        tmp_path / "newer.safetensors", {}, {**_metadata({"$": "dict", "items": []}), "format_version": "2"}
+    )
     with pytest.raises(DataError, match=r"newer\.safetensors' has format version '2'"):
         load_checkpoint(newer)
-    missing = _safetensors(tmp_path / "nostate.safetensors", {}, {"format": "embreg-checkpoint",
-                                                                  "format_version": "1"})
+    missing = _safetensors(tmp_path / "nostate.safetensors", {}, {"format": "embreg-checkpoint", "format_version": "1"})
     with pytest.raises(DataError, match=r"nostate\.safetensors' has a malformed 'embreg_state' skeleton"):
         load_checkpoint(missing)
 
@@ -293,21 +310,26 @@ def test_skeleton_referring_to_a_missing_tensor_is_refused(tmp_path) -> None:
         load_checkpoint(path)
 
 
-@pytest.mark.parametrize("skeleton, message", [
-    ('{"$": "dict", "items": [', "Expecting"),
-    ("not json", "Expecting value"),
-    ({"$": "dict", "items": [["w", {"$": "tensor", "key": "w"}]]}, "does not refer to"),  # extra tensor "x"
-    ({"$": "dict", "items": [["a", {"$": "tensor", "key": "w"}], ["b", {"$": "tensor", "key": "w"}]]},
-     "referred to twice"),
-    ({"$": "dict", "items": [["a", [1, 2]]]}, "untagged JSON array"),
-    ({"$": "dict", "items": [["a", {"$": "pickle", "items": []}]]}, "unknown node tag 'pickle'"),
-    ({"$": "dict", "items": [[{"$": "list", "items": []}, 1]]}, "expected a scalar"),
-    ({"$": "dict", "items": [["a", 1], ["a", 2]]}, "appears twice"),
-    ({"$": "dict", "items": [["a", {"$": "float", "value": "1e999"}]]}, "non-finite float"),
-    ({"$": "dict", "items": [["a"]]}, r"\[key, value\] pair"),
-    ({"$": "dict"}, "without an item list"),
-    ("[" * 100000 + "]" * 100000, ""),  # nesting deeper than the recursion limit
-])
+@pytest.mark.parametrize(
+    "skeleton, message",
+    [
+        ('{"$": "dict", "items": [', "Expecting"),
+        ("not json", "Expecting value"),
+        ({"$": "dict", "items": [["w", {"$": "tensor", "key": "w"}]]}, "does not refer to"),  # extra tensor "x"
+        (
+            {"$": "dict", "items": [["a", {"$": "tensor", "key": "w"}], ["b", {"$": "tensor", "key": "w"}]]},
+            "referred to twice",
+        ),
+        ({"$": "dict", "items": [["a", [1, 2]]]}, "untagged JSON array"),
+        ({"$": "dict", "items": [["a", {"$": "pickle", "items": []}]]}, "unknown node tag 'pickle'"),
+        ({"$": "dict", "items": [[{"$": "list", "items": []}, 1]]}, "expected a scalar"),
+        ({"$": "dict", "items": [["a", 1], ["a", 2]]}, "appears twice"),
+        ({"$": "dict", "items": [["a", {"$": "float", "value": "1e999"}]]}, "non-finite float"),
+        ({"$": "dict", "items": [["a"]]}, r"\[key, value\] pair"),
+        ({"$": "dict"}, "without an item list"),
+        ("[" * 100000 + "]" * 100000, ""),  # nesting deeper than the recursion limit
+    ],
+)
 def test_malformed_skeletons_are_data_errors(tmp_path, skeleton, message) -> None:
     path = _safetensors(tmp_path / "bad.safetensors", {"w": torch.ones(2), "x": torch.zeros(1)}, _metadata(skeleton))
     with pytest.raises(DataError, match=r"bad\.safetensors' has a malformed 'embreg_state' skeleton: .*" + message):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers.finetune_tiny import LinearStackModel, one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
+from tests.helpers.finetune_tiny import LinearStackModel, one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 
 
 def test_curves_start_at_the_ratio_and_follow_linear_layers_exactly() -> None:

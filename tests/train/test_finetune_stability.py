@@ -36,8 +36,21 @@ def test_box_plot_and_cli_full_output(tmp_path: Path, capsys: pytest.CaptureFixt
     lnsr = _run(tmp_path, "lnsr", [0.83, 0.85, 0.84], [0.1, 0.1, 0.1])
     box_plot([ft, lnsr], "test_accuracy", tmp_path / "box.png", names=["FT", "LNSR"])
     assert (tmp_path / "box.png").stat().st_size > 1000
-    assert main(["compare", str(ft), str(lnsr), "--metrics", "test_accuracy", "--full", "--boxplot",
-                 str(tmp_path / "cli.png")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(ft),
+                str(lnsr),
+                "--metrics",
+                "test_accuracy",
+                "--full",
+                "--boxplot",
+                str(tmp_path / "cli.png"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "gap (gap_accuracy)" in out and "| lnsr | 0.8400 |" in out and (tmp_path / "cli.png").exists()
 
@@ -45,9 +58,13 @@ def test_box_plot_and_cli_full_output(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_size_curve_reports_mean_std_and_seeds_per_size(tmp_path: Path) -> None:
     from embreg.train.stability import size_curve
 
-    runs = {"FT": {250: _run(tmp_path, "ft250", [0.70, 0.74], [0.3, 0.3]),
-                   1000: _run(tmp_path, "ft1000", [0.80, 0.84], [0.2, 0.2])},
-            "LNSR": {250: _run(tmp_path, "l250", [0.75, 0.75], [0.2, 0.2])}}
+    runs = {
+        "FT": {
+            250: _run(tmp_path, "ft250", [0.70, 0.74], [0.3, 0.3]),
+            1000: _run(tmp_path, "ft1000", [0.80, 0.84], [0.2, 0.2]),
+        },
+        "LNSR": {250: _run(tmp_path, "l250", [0.75, 0.75], [0.2, 0.2])},
+    }
     points = size_curve(runs, "test_accuracy", tmp_path / "curve.png")
     assert points["FT"][1000][0] == pytest.approx(0.82) and points["FT"][250][2] == 2
     assert points["LNSR"][250][1] == 0.0 and (tmp_path / "curve.png").stat().st_size > 1000

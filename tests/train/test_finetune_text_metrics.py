@@ -14,8 +14,8 @@ from embreg.train.warmup import WarmupLinearAdamW, warmup_linear_factor
 
 
 def _binary_mcc(pred: np.ndarray, true: np.ndarray) -> float:
-    tp = np.sum((pred == 1) & (true == 1)); tn = np.sum((pred == 0) & (true == 0))
-    fp = np.sum((pred == 1) & (true == 0)); fn = np.sum((pred == 0) & (true == 1))
+    tp, tn = np.sum((pred == 1) & (true == 1)), np.sum((pred == 0) & (true == 0))
+    fp, fn = np.sum((pred == 1) & (true == 0)), np.sum((pred == 0) & (true == 1))
     return float(tp * tn - fp * fn) / np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
 
 

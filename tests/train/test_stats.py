@@ -133,9 +133,16 @@ def test_median_interval_degenerate_and_bad_input() -> None:
         median_interval([1.0, 2.0], confidence=1.0)
 
 
-@pytest.mark.parametrize(("low", "high", "target", "expected"), [
-    (1.5, 1.7, 1.7, "met"), (1.5, 1.71, 1.7, "at limit"), (1.7, 1.8, 1.7, "at limit"), (1.71, 1.8, 1.7, "missed"),
-    (1.0, 2.0, None, "—")])
+@pytest.mark.parametrize(
+    ("low", "high", "target", "expected"),
+    [
+        (1.5, 1.7, 1.7, "met"),
+        (1.5, 1.71, 1.7, "at limit"),
+        (1.7, 1.8, 1.7, "at limit"),
+        (1.71, 1.8, 1.7, "missed"),
+        (1.0, 2.0, None, "—"),
+    ],
+)
 def test_target_verdict(low, high, target, expected) -> None:
     assert target_verdict(low, high, target) == expected
 

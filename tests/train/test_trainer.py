@@ -20,15 +20,33 @@ class Interrupt(Exception):
 
 def _make(data, run_dir=None, epochs=6, callbacks=(), regularizers=(), lr=0.02, patience=None, **kw):
     seed_everything(0)
-    model = BiasedMF.build(30, 40, 4, global_mean=3.0, dropout=0.2, l2=0.01,
-                           user_transform=SSE(30, 0.1, seed=1), item_transform=SSE(40, 0.1, seed=2))
+    model = BiasedMF.build(
+        30,
+        40,
+        4,
+        global_mean=3.0,
+        dropout=0.2,
+        l2=0.01,
+        user_transform=SSE(30, 0.1, seed=1),
+        item_transform=SSE(40, 0.1, seed=2),
+    )
     n = data["user"].shape[0]
     train = {k: v[: n * 8 // 10] for k, v in data.items()}
-    valid = {k: v[n * 8 // 10:] for k, v in data.items()}
+    valid = {k: v[n * 8 // 10 :] for k, v in data.items()}
     evaluator = RatingEvaluator({"train": train, "valid": valid, "test": valid}, rating_range=(1.0, 5.0))
-    return Trainer(model, optimizer_factory("adam", lr), TensorBatches(train, 64, seed=0), evaluator,
-                   epochs=epochs, run_dir=run_dir, progress=False, callbacks=callbacks,
-                   regularizers=regularizers, patience=patience, **kw)
+    return Trainer(
+        model,
+        optimizer_factory("adam", lr),
+        TensorBatches(train, 64, seed=0),
+        evaluator,
+        epochs=epochs,
+        run_dir=run_dir,
+        progress=False,
+        callbacks=callbacks,
+        regularizers=regularizers,
+        patience=patience,
+        **kw,
+    )
 
 
 def test_resumed_run_matches_uninterrupted_run(tmp_path, synthetic_ratings):
@@ -129,8 +147,9 @@ def test_clipping_limits_gradient_norm(synthetic_ratings):
     assert max(norms) <= 1e-3 * 1.0001
 
 
-@pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"mode": "up"}, {"monitor": "test_rmse"}, {"patience": 0},
-                                    {"clip_norm": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"epochs": 0}, {"mode": "up"}, {"monitor": "test_rmse"}, {"patience": 0}, {"clip_norm": -1.0}]
+)
 def test_bad_arguments(synthetic_ratings, kwargs):
     with pytest.raises(ValueError):
         _make(synthetic_ratings, **kwargs)

@@ -19,8 +19,17 @@ from embreg.data.ctr import CTRData, encode_field
 from embreg.data.registry import fetch
 from embreg.errors import DataError
 
-ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship", "race", "gender",
-                     "native-country", "hours-per-week")
+ADULT_CATEGORICAL = (
+    "workclass",
+    "education",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "gender",
+    "native-country",
+    "hours-per-week",
+)
 ADULT_DENSE = ("age", "fnlwgt", "educational-num", "capital-gain", "capital-loss", "hours-per-week")
 _LOG_DENSE = {"fnlwgt", "capital-gain", "capital-loss"}
 
@@ -45,10 +54,22 @@ def adult_ctr(table: pd.DataFrame) -> CTRData:
         codes, vocabulary = encode_field(table[name].to_numpy())
         columns.append(codes)
         cardinalities.append(len(vocabulary))
-    dense = np.stack([np.log1p(table[c].to_numpy(np.float64)) if c in _LOG_DENSE else table[c].to_numpy(np.float64)
-                      for c in ADULT_DENSE], axis=1).astype(np.float32)
-    return CTRData("adult", np.stack(columns, axis=1), ADULT_CATEGORICAL, tuple(cardinalities), dense, ADULT_DENSE,
-                   (labels == ">50K").to_numpy(np.float32))
+    dense = np.stack(
+        [
+            np.log1p(table[c].to_numpy(np.float64)) if c in _LOG_DENSE else table[c].to_numpy(np.float64)
+            for c in ADULT_DENSE
+        ],
+        axis=1,
+    ).astype(np.float32)
+    return CTRData(
+        "adult",
+        np.stack(columns, axis=1),
+        ADULT_CATEGORICAL,
+        tuple(cardinalities),
+        dense,
+        ADULT_DENSE,
+        (labels == ">50K").to_numpy(np.float32),
+    )
 
 
 def load_adult(path: str | Path | None = None) -> CTRData:

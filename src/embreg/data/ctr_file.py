@@ -180,17 +180,25 @@ def load_ctr_file(
     else:
         categorical_names = [resolve_column(name, header, "categorical field", file) for name in categorical_cols]
     roles: dict[str, str] = {}
-    for name, role in [(label_name, "label"), *((n, "dense") for n in dense_names),
-                       *((n, "categorical") for n in categorical_names)]:
+    for name, role in [
+        (label_name, "label"),
+        *((n, "dense") for n in dense_names),
+        *((n, "categorical") for n in categorical_names),
+    ]:
         if name in roles:
             where = "twice" if roles[name] == role else f"as {roles[name]} and as {role}"
             raise DataError(f"{file}: column {name!r} is used {where}; every column may have one role")
         roles[name] = role
     if not categorical_names:
-        raise DataError(f"{file}: no categorical column (columns present: {header}; label {label_name!r}, dense "
-                        f"{dense_names}); a click table needs at least one categorical field")
-    wanted = [(label_name, "label"), *((n, "dense feature") for n in dense_names),
-              *((n, "categorical field") for n in categorical_names)]
+        raise DataError(
+            f"{file}: no categorical column (columns present: {header}; label {label_name!r}, dense "
+            f"{dense_names}); a click table needs at least one categorical field"
+        )
+    wanted = [
+        (label_name, "label"),
+        *((n, "dense feature") for n in dense_names),
+        *((n, "categorical field") for n in categorical_names),
+    ]
     table = _read(file, wanted, sep)
     labels = _labels(table, label_name)
     num_rows = len(labels)
@@ -202,5 +210,12 @@ def load_ctr_file(
         field_codes, vocabulary = encode_field(_categories(table, name))
         codes.append(field_codes)
         cardinalities.append(len(vocabulary))
-    return CTRData(f"file-{file.stem}", np.stack(codes, axis=1), tuple(categorical_names), tuple(cardinalities),
-                   dense, tuple(dense_names), labels)
+    return CTRData(
+        f"file-{file.stem}",
+        np.stack(codes, axis=1),
+        tuple(categorical_names),
+        tuple(cardinalities),
+        dense,
+        tuple(dense_names),
+        labels,
+    )

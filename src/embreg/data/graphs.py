@@ -100,14 +100,18 @@ def cooccurrence_edges(
     if len(members) and (members.min() < 0 or members.max() >= num_nodes):
         raise DataError(f"members span [{members.min()}, {members.max()}]; valid range is [0, {num_nodes})")
     group_codes, _ = pd.factorize(pd.Series(groups), sort=False)
-    pairs = np.unique(np.stack([members, group_codes.astype(np.int64)], axis=1), axis=0) if len(members) else (
-        np.empty((0, 2), np.int64))
+    pairs = (
+        np.unique(np.stack([members, group_codes.astype(np.int64)], axis=1), axis=0)
+        if len(members)
+        else (np.empty((0, 2), np.int64))
+    )
     if max_group_size is not None and len(pairs):
         sizes = np.bincount(pairs[:, 1])
         pairs = pairs[sizes[pairs[:, 1]] <= max_group_size]
     num_groups = int(pairs[:, 1].max()) + 1 if len(pairs) else 0
-    membership = sp.csr_matrix((np.ones(len(pairs), np.int32), (pairs[:, 0], pairs[:, 1])),
-                               shape=(num_nodes, num_groups))
+    membership = sp.csr_matrix(
+        (np.ones(len(pairs), np.int32), (pairs[:, 0], pairs[:, 1])), shape=(num_nodes, num_groups)
+    )
     shared = sp.triu(membership @ membership.T, k=1).tocoo()
     keep = shared.data >= min_shared
     edges = np.stack([shared.row[keep], shared.col[keep]], axis=1).astype(np.int64)
@@ -122,8 +126,9 @@ def _resolve_relations(kg: pd.DataFrame, relations: Sequence[str]) -> set[str]:
         if relation not in available and inverse not in available:
             close = difflib.get_close_matches(relation, sorted(available), n=1, cutoff=0.4)
             hint = f"; closest: {close[0]!r}" if close else ""
-            raise DataError(f"relation {relation!r} is not in the knowledge graph{hint}. "
-                            f"Relations present: {sorted(available)}")
+            raise DataError(
+                f"relation {relation!r} is not in the knowledge graph{hint}. Relations present: {sorted(available)}"
+            )
         chosen.update(r for r in (relation, inverse) if r is not None)
     return chosen
 
@@ -167,8 +172,13 @@ def item_graph_from_kg(
     as_head = triples.merge(link, left_on="head", right_on="entity")[["item", "tail"]]
     as_tail = triples.merge(link, left_on="tail", right_on="entity")[["item", "head"]]
     members = np.concatenate([as_head["item"].to_numpy(), as_tail["item"].to_numpy(), link["item"].to_numpy()])
-    groups = np.concatenate([as_head["tail"].to_numpy(dtype=object), as_tail["head"].to_numpy(dtype=object),
-                             link["entity"].to_numpy(dtype=object)])
+    groups = np.concatenate(
+        [
+            as_head["tail"].to_numpy(dtype=object),
+            as_tail["head"].to_numpy(dtype=object),
+            link["entity"].to_numpy(dtype=object),
+        ]
+    )
     return cooccurrence_edges(members, groups, ml.num_items, max_group_size=max_entity_items)
 
 
@@ -192,8 +202,12 @@ def item_graph_from_genres(
     """
     exploded = ml.items[["item", "genres"]].explode("genres").dropna(subset=["genres"])
     exploded = exploded[~exploded["genres"].isin(list(ignore))]
-    return cooccurrence_edges(exploded["item"].to_numpy(np.int64), exploded["genres"].to_numpy(dtype=object),
-                              ml.num_items, min_shared=min_shared)
+    return cooccurrence_edges(
+        exploded["item"].to_numpy(np.int64),
+        exploded["genres"].to_numpy(dtype=object),
+        ml.num_items,
+        min_shared=min_shared,
+    )
 
 
 def user_graph_from_attributes(

@@ -61,8 +61,9 @@ class TextTask:
             if split not in self.texts or split not in self.labels:
                 raise DataError(f"task {self.name!r} lacks the {split!r} split; it needs {SPLITS}")
             if len(self.texts[split]) != len(self.labels[split]):
-                raise DataError(f"split {split!r} has {len(self.texts[split])} texts but "
-                                f"{len(self.labels[split])} labels")
+                raise DataError(
+                    f"split {split!r} has {len(self.texts[split])} texts but {len(self.labels[split])} labels"
+                )
             if self.kind == "classification" and len(self.labels[split]):
                 labels = self.labels[split]
                 if labels.min() < 0 or labels.max() >= self.num_labels:
@@ -75,7 +76,12 @@ class TextTask:
 
 
 def few_sample_split(
-    num_rows: int, *, train_size: int | None, valid_size: int, test_size: int, split_seed: int = 0,
+    num_rows: int,
+    *,
+    train_size: int | None,
+    valid_size: int,
+    test_size: int,
+    split_seed: int = 0,
     subset_seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Row indices of a fixed validation and test set and a (few-sample) training subset of the rest.
@@ -109,7 +115,7 @@ def few_sample_split(
     if train_size is not None and not 1 <= train_size <= pool_size:
         raise DataError(f"train_size={train_size} is outside [1, {pool_size}] (rows left after the evaluation sets)")
     order = np.random.default_rng(split_seed).permutation(num_rows)
-    test, valid, pool = order[:test_size], order[test_size:test_size + valid_size], order[test_size + valid_size:]
+    test, valid, pool = order[:test_size], order[test_size : test_size + valid_size], order[test_size + valid_size :]
     pool = pool[np.random.default_rng([split_seed, subset_seed]).permutation(pool.size)]
     train = pool if train_size is None else pool[:train_size]
     return {"train": np.sort(train), "valid": np.sort(valid), "test": np.sort(test)}

@@ -69,13 +69,15 @@ def _load_items(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise DataError(f"{path}: item ids are not unique ({len(labels)} rows, {len(vocabulary)} distinct ids)")
     # RecBole writes a placeholder ("unkonwn") where the year is unknown: kept as <NA>.
     years = pd.to_numeric(pd.Series(_text(table, 2)), errors="coerce").astype("Int64")
-    items = pd.DataFrame({
-        "item": index,
-        "item_id": labels,
-        "title": _text(table, 1),
-        "release_year": years,
-        "genres": [value.split() for value in _text(table, 3)],
-    })
+    items = pd.DataFrame(
+        {
+            "item": index,
+            "item_id": labels,
+            "title": _text(table, 1),
+            "release_year": years,
+            "genres": [value.split() for value in _text(table, 3)],
+        }
+    )
     return items.sort_values("item", ignore_index=True), vocabulary
 
 
@@ -85,14 +87,16 @@ def _load_users(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     index, vocabulary = encode_labels(labels)
     if len(vocabulary) != len(labels):
         raise DataError(f"{path}: user ids are not unique ({len(labels)} rows, {len(vocabulary)} distinct ids)")
-    users = pd.DataFrame({
-        "user": index,
-        "user_id": labels,
-        "age": parse_numbers(table, table.names[1], "age").astype(np.int64),
-        "gender": _text(table, 2),
-        "occupation": _text(table, 3),
-        "zip_code": _text(table, 4),
-    })
+    users = pd.DataFrame(
+        {
+            "user": index,
+            "user_id": labels,
+            "age": parse_numbers(table, table.names[1], "age").astype(np.int64),
+            "gender": _text(table, 2),
+            "occupation": _text(table, 3),
+            "zip_code": _text(table, 4),
+        }
+    )
     return users.sort_values("user", ignore_index=True), vocabulary
 
 
@@ -131,8 +135,14 @@ def load_ml100k(path: str | Path | None = None) -> MovieLens100k:
         raise DataError(f"{directory} lacks {missing}; run embreg.data.fetch('ml-100k') or pass its directory")
     items, item_vocabulary = _load_items(files["item"])
     users, user_vocabulary = _load_users(files["user"])
-    ratings = load_ratings_file(files["inter"], rating="rating", timestamp="timestamp", sep="\t",
-                                user_ids=user_vocabulary, item_ids=item_vocabulary)
+    ratings = load_ratings_file(
+        files["inter"],
+        rating="rating",
+        timestamp="timestamp",
+        sep="\t",
+        user_ids=user_vocabulary,
+        item_ids=item_vocabulary,
+    )
     kg_table = _atomic(files["kg"], ["head_id", "relation_id", "tail_id"])
     kg = pd.DataFrame({"head": _text(kg_table, 0), "relation": _text(kg_table, 1), "tail": _text(kg_table, 2)})
     link = _load_link(files["link"], item_vocabulary)

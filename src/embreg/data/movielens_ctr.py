@@ -26,7 +26,7 @@ def _genre_bags(ml: MovieLens100k) -> tuple[np.ndarray, int]:
     width = max(len(genres) for genres in ml.items["genres"])
     bags = np.full((ml.num_items, width), padding, dtype=np.int64)
     for item, genres in zip(ml.items["item"], ml.items["genres"]):
-        bags[item, :len(genres)] = [index[g] for g in genres]
+        bags[item, : len(genres)] = [index[g] for g in genres]
     return bags, padding + 1
 
 
@@ -44,8 +44,10 @@ def ml100k_ctr(ml: MovieLens100k, *, threshold: float = 4.0) -> CTRData:
     year_known = years.fillna(int(years.median())).to_numpy(np.float64)
     user_fields = {
         "occupation": encode_field(users["occupation"].to_numpy()),
-        "age_bucket": (np.searchsorted(AGE_BUCKET_EDGES, age, side="right").astype(np.int64),
-                       np.arange(len(AGE_BUCKET_EDGES) + 1)),
+        "age_bucket": (
+            np.searchsorted(AGE_BUCKET_EDGES, age, side="right").astype(np.int64),
+            np.arange(len(AGE_BUCKET_EDGES) + 1),
+        ),
         "gender": encode_field(users["gender"].to_numpy()),
         "zip_prefix": encode_field(users["zip_code"].str[:3].to_numpy()),
     }
@@ -55,9 +57,17 @@ def ml100k_ctr(ml: MovieLens100k, *, threshold: float = 4.0) -> CTRData:
     genre_table, genre_cardinality = _genre_bags(ml)
     dense = np.stack([age[u], year_known[i]], axis=1).astype(np.float32)
     return CTRData(
-        "ml-100k-ctr", np.stack(columns, axis=1).astype(np.int64), ML100K_CTR_FIELDS, tuple(cardinalities), dense,
-        ("age", "release_year"), (ml.ratings.ratings >= threshold).astype(np.float32),
-        bags=genre_table[i][:, None, :], bag_names=("genres",), bag_cardinalities=(genre_cardinality,))
+        "ml-100k-ctr",
+        np.stack(columns, axis=1).astype(np.int64),
+        ML100K_CTR_FIELDS,
+        tuple(cardinalities),
+        dense,
+        ("age", "release_year"),
+        (ml.ratings.ratings >= threshold).astype(np.float32),
+        bags=genre_table[i][:, None, :],
+        bag_names=("genres",),
+        bag_cardinalities=(genre_cardinality,),
+    )
 
 
 def load_ml100k_ctr(*, threshold: float = 4.0) -> CTRData:

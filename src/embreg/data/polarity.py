@@ -70,9 +70,16 @@ def load_polarity(
         if rows.size <= n_test + n_valid:
             raise DataError(f"class {cls} has {rows.size} sentences; valid_size + test_size leaves none to train on")
         split["test"] += rows[:n_test].tolist()
-        split["valid"] += rows[n_test:n_test + n_valid].tolist()
-        split["train"] += rows[n_test + n_valid:].tolist()
+        split["valid"] += rows[n_test : n_test + n_valid].tolist()
+        split["train"] += rows[n_test + n_valid :].tolist()
     index = {s: np.sort(np.asarray(split[s])) for s in SPLITS}
     record = {"dataset": "polarity-200", "split_seed": split_seed, "sizes": {s: int(index[s].size) for s in SPLITS}}
-    return TextTask("polarity", "classification", 2, {s: [texts[i] for i in index[s]] for s in SPLITS},
-                    {s: labels[index[s]] for s in SPLITS}, ("negative", "positive"), record)
+    return TextTask(
+        "polarity",
+        "classification",
+        2,
+        {s: [texts[i] for i in index[s]] for s in SPLITS},
+        {s: labels[index[s]] for s in SPLITS},
+        ("negative", "positive"),
+        record,
+    )

@@ -71,8 +71,11 @@ class RatingsData:
         wrong = {k: v for k, v in lengths.items() if v != n}
         if wrong:
             raise DataError(f"users has {n} entries but {wrong}; all arrays must have the same length")
-        for name, array, dtype in (("users", self.users, np.int64), ("items", self.items, np.int64),
-                                   ("ratings", self.ratings, np.float32)):
+        for name, array, dtype in (
+            ("users", self.users, np.int64),
+            ("items", self.items, np.int64),
+            ("ratings", self.ratings, np.float32),
+        ):
             if array.dtype != dtype or array.ndim != 1:
                 raise DataError(f"{name} must be a 1-d {np.dtype(dtype).name} array, got {array.ndim}-d {array.dtype}")
         for name, array, bound in (("users", self.users, self.num_users), ("items", self.items, self.num_items)):
@@ -137,8 +140,9 @@ class RatingsData:
         elif index.size and not np.issubdtype(index.dtype, np.integer):
             raise DataError(f"indices must be integers or a boolean mask, got dtype {index.dtype}")
         stamps = None if self.timestamps is None else self.timestamps[index]
-        return RatingsData(self.users[index], self.items[index], self.ratings[index], stamps,
-                           self.user_ids, self.item_ids)
+        return RatingsData(
+            self.users[index], self.items[index], self.ratings[index], stamps, self.user_ids, self.item_ids
+        )
 
     def item_popularity(self) -> np.ndarray:
         """(num_items,) int64 count of interactions per item (the frequencies MD embeddings size by)."""

@@ -35,8 +35,16 @@ from embreg.data.specs import DatasetFile, DatasetInfo, DatasetPart, DatasetSpec
 from embreg.errors import DataError
 
 __all__ = [
-    "DEFAULT_REGISTRY", "DatasetFile", "DatasetInfo", "DatasetPart", "DatasetRegistry", "DatasetSpec",
-    "dataset_dir", "fetch", "list_datasets", "register_dataset",
+    "DEFAULT_REGISTRY",
+    "DatasetFile",
+    "DatasetInfo",
+    "DatasetPart",
+    "DatasetRegistry",
+    "DatasetSpec",
+    "dataset_dir",
+    "fetch",
+    "list_datasets",
+    "register_dataset",
 ]
 
 _STALE_TMP_SECONDS = 24 * 3600
@@ -89,8 +97,11 @@ class DatasetRegistry:
         for name in self.names():
             spec = self._specs[name]
             sources = tuple(f"{part.name}: {src.describe()}" for part in spec.parts for src in part.sources)
-            infos.append(DatasetInfo(name, spec.description, self.dataset_dir(name), spec.file_names, sources,
-                                     self.is_cached(name)))
+            infos.append(
+                DatasetInfo(
+                    name, spec.description, self.dataset_dir(name), spec.file_names, sources, self.is_cached(name)
+                )
+            )
         return infos
 
     def fetch(self, name: str, *, force: bool = False, progress: bool = True) -> Path:
@@ -219,8 +230,11 @@ def _check_produced(part: DatasetPart, source: Source, directory: Path) -> dict[
         raise DataError(f"source did not produce {missing}")
     produced = {f.name: sha256_file(directory / f.name) for f in part.files}
     if source.byte_exact:
-        wrong = [f"{f.name} has sha256 {produced[f.name]}, expected {f.sha256}"
-                 for f in part.files if produced[f.name] != f.sha256]
+        wrong = [
+            f"{f.name} has sha256 {produced[f.name]}, expected {f.sha256}"
+            for f in part.files
+            if produced[f.name] != f.sha256
+        ]
         if wrong:
             raise DataError("checksum mismatch: " + "; ".join(wrong))
     return produced

@@ -62,8 +62,13 @@ def reviews_frame(table: pd.DataFrame) -> pd.DataFrame:
     table, body = table[keep], body[keep]
     title = table[_TITLE].astype("string").str.strip().fillna("")
     text = np.where(title.str.len() > 0, title + ". " + body, body)
-    frame = pd.DataFrame({"text": [str(t) for t in text], "rating": table[_RATING].to_numpy(np.int64),
-                          "recommended": table[_RECOMMENDED].to_numpy(np.int64)})
+    frame = pd.DataFrame(
+        {
+            "text": [str(t) for t in text],
+            "rating": table[_RATING].to_numpy(np.int64),
+            "recommended": table[_RECOMMENDED].to_numpy(np.int64),
+        }
+    )
     if not frame["rating"].between(1, 5).all():
         raise DataError(f"ratings outside 1-5: {sorted(set(frame['rating']) - {1, 2, 3, 4, 5})}")
     if not frame["recommended"].isin([0, 1]).all():
@@ -78,19 +83,25 @@ def reviews_task(frame: pd.DataFrame, task: str, split: dict[str, np.ndarray], r
     texts = {s: frame["text"].to_numpy()[split[s]].tolist() for s in SPLITS}
     if task == "binary":
         labels = {s: frame["recommended"].to_numpy()[split[s]] for s in SPLITS}
-        return TextTask("reviews-binary", "classification", 2, texts, labels, ("not recommended", "recommended"),
-                        record or {})
+        return TextTask(
+            "reviews-binary", "classification", 2, texts, labels, ("not recommended", "recommended"), record or {}
+        )
     if task == "rating":
         labels = {s: frame["rating"].to_numpy()[split[s]] - 1 for s in SPLITS}
-        return TextTask("reviews-rating", "classification", 5, texts, labels, ("1", "2", "3", "4", "5"),
-                        record or {})
+        return TextTask("reviews-rating", "classification", 5, texts, labels, ("1", "2", "3", "4", "5"), record or {})
     labels = {s: frame["rating"].to_numpy()[split[s]].astype(np.float32) for s in SPLITS}
     return TextTask("reviews-regression", "regression", 1, texts, labels, (), record or {})
 
 
 def load_reviews(
-    task: str = "binary", *, train_size: int | None = 1000, valid_size: int = 1000, test_size: int = 2000,
-    split_seed: int = 0, subset_seed: int = 0, path: str | Path | None = None,
+    task: str = "binary",
+    *,
+    train_size: int | None = 1000,
+    valid_size: int = 1000,
+    test_size: int = 2000,
+    split_seed: int = 0,
+    subset_seed: int = 0,
+    path: str | Path | None = None,
 ) -> TextTask:
     """A reviews task with fixed evaluation sets and a few-sample training subset.
 
@@ -107,8 +118,19 @@ def load_reviews(
         ({'train': 250, 'valid': 1000, 'test': 2000}, 2)
     """
     frame = read_reviews(path)
-    split = few_sample_split(len(frame), train_size=train_size, valid_size=valid_size, test_size=test_size,
-                             split_seed=split_seed, subset_seed=subset_seed)
-    record = {"dataset": "clothing-reviews", "task": task, "split_seed": split_seed, "subset_seed": subset_seed,
-              "sizes": {s: int(split[s].size) for s in SPLITS}}
+    split = few_sample_split(
+        len(frame),
+        train_size=train_size,
+        valid_size=valid_size,
+        test_size=test_size,
+        split_seed=split_seed,
+        subset_seed=subset_seed,
+    )
+    record = {
+        "dataset": "clothing-reviews",
+        "task": task,
+        "split_seed": split_seed,
+        "subset_seed": subset_seed,
+        "sizes": {s: int(split[s].size) for s in SPLITS},
+    }
     return reviews_task(frame, task, split, record)

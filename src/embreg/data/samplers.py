@@ -57,8 +57,10 @@ class NegativeSampler:
         degree = np.bincount(key_users, minlength=num_users)
         full = np.flatnonzero(degree >= num_items)
         if len(full):
-            raise DataError(f"user {int(full[0])} has interacted with all {num_items} items, so it has no negatives "
-                            f"({len(full)} such users); drop them from training")
+            raise DataError(
+                f"user {int(full[0])} has interacted with all {num_items} items, so it has no negatives "
+                f"({len(full)} such users); drop them from training"
+            )
         starts = np.concatenate([[0], np.cumsum(degree)[:-1]])
         rank = np.arange(len(keys)) - starts[key_users]
         self.num_items = int(num_items)
@@ -74,8 +76,11 @@ class NegativeSampler:
 
     def _buffers(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if device not in self._on_device:
-            self._on_device[device] = (self._free_keys.to(device), self._num_negatives.to(device),
-                                       self._starts.to(device))
+            self._on_device[device] = (
+                self._free_keys.to(device),
+                self._num_negatives.to(device),
+                self._starts.to(device),
+            )
         return self._on_device[device]
 
     def sample(self, users: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

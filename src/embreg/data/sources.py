@@ -89,10 +89,17 @@ def download_url(url: str, target: Path, *, timeout: float, progress: bool) -> P
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         total = response.headers.get("Content-Length")
-        with open(partial, "wb") as out, tqdm(
-            total=int(total) if total and total.isdigit() else None,
-            unit="B", unit_scale=True, desc=target.name, disable=not progress, leave=False,
-        ) as bar:
+        with (
+            open(partial, "wb") as out,
+            tqdm(
+                total=int(total) if total and total.isdigit() else None,
+                unit="B",
+                unit_scale=True,
+                desc=target.name,
+                disable=not progress,
+                leave=False,
+            ) as bar,
+        ):
             for block in iter(lambda: response.read(1 << 16), b""):
                 out.write(block)
                 bar.update(len(block))
@@ -119,8 +126,18 @@ def pip_download(
         Path of the downloaded wheel.
     """
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--no-input", *extra_args, requirement, "-d", str(dest),
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        *extra_args,
+        requirement,
+        "-d",
+        str(dest),
     ]
     if progress:
         print(f"embreg: downloading {requirement} with pip {' '.join(extra_args)}".rstrip(), file=sys.stderr)

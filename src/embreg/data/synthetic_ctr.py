@@ -24,8 +24,9 @@ from embreg.errors import DataError
 __all__ = ["synthetic_ctr", "criteo_like_cardinalities"]
 
 
-def criteo_like_cardinalities(num_fields: int = 26, min_cardinality: int = 10,
-                              max_cardinality: int = 10 ** 6) -> tuple[int, ...]:
+def criteo_like_cardinalities(
+    num_fields: int = 26, min_cardinality: int = 10, max_cardinality: int = 10**6
+) -> tuple[int, ...]:
     """``num_fields`` cardinalities spaced log-uniformly in ``[min_cardinality, max_cardinality]``, rounded.
 
     Example:
@@ -35,8 +36,9 @@ def criteo_like_cardinalities(num_fields: int = 26, min_cardinality: int = 10,
     if num_fields < 1:
         raise DataError(f"num_fields={num_fields} must be >= 1")
     if not 2 <= min_cardinality <= max_cardinality:
-        raise DataError(f"cardinalities need 2 <= min_cardinality={min_cardinality} <= max_cardinality="
-                        f"{max_cardinality}")
+        raise DataError(
+            f"cardinalities need 2 <= min_cardinality={min_cardinality} <= max_cardinality={max_cardinality}"
+        )
     sizes = np.geomspace(min_cardinality, max_cardinality, num_fields)
     return tuple(int(round(s)) for s in sizes)
 
@@ -54,7 +56,7 @@ def synthetic_ctr(
     *,
     num_fields: int = 26,
     min_cardinality: int = 10,
-    max_cardinality: int = 10 ** 6,
+    max_cardinality: int = 10**6,
     zipf_exponent: float = 1.05,
     rank: int = 4,
     num_dense: int = 13,
@@ -90,15 +92,21 @@ def synthetic_ctr(
         latent = rng.normal(0.0, 1.0 / np.sqrt(rank * num_fields), size=(cardinality, rank))
         vectors = latent[ids]
         total += vectors
-        squares += (vectors ** 2).sum(1)
+        squares += (vectors**2).sum(1)
         columns.append(ids.astype(np.int64))
-    pairwise = 0.5 * ((total ** 2).sum(1) - squares)  # sum over f < g of <v_f, v_g>
+    pairwise = 0.5 * ((total**2).sum(1) - squares)  # sum over f < g of <v_f, v_g>
     pairwise = pairwise / (pairwise.std() + 1e-12)
     dense = rng.normal(size=(num_examples, num_dense))
     weights = rng.normal(0.0, 0.5 / np.sqrt(max(num_dense, 1)), size=num_dense)
     logits = -1.0 + dense @ weights + interaction_scale * pairwise
     labels = (rng.random(num_examples) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
     return CTRData(
-        "synthetic-ctr (SYNTHETIC)", np.stack(columns, axis=1), tuple(f"C{j + 1}" for j in range(num_fields)),
-        cardinalities, dense.astype(np.float32), tuple(f"I{j + 1}" for j in range(num_dense)), labels,
-        synthetic=True)
+        "synthetic-ctr (SYNTHETIC)",
+        np.stack(columns, axis=1),
+        tuple(f"C{j + 1}" for j in range(num_fields)),
+        cardinalities,
+        dense.astype(np.float32),
+        tuple(f"I{j + 1}" for j in range(num_dense)),
+        labels,
+        synthetic=True,
+    )

@@ -138,8 +138,10 @@ def read_text_table(path: Path, wanted: Sequence[tuple[str, str]], sep: str, *, 
                 if not record or (len(record) == 1 and not record[0].strip()):
                     continue
                 if len(record) != len(header):
-                    raise DataError(f"{path}: line {reader.line_num} has {len(record)} fields but the header "
-                                    f"(line 1) has {len(header)}: {header}")
+                    raise DataError(
+                        f"{path}: line {reader.line_num} has {len(record)} fields but the header "
+                        f"(line 1) has {len(header)}: {header}"
+                    )
                 for column, position in zip(values, positions):
                     column.append(record[position])
                 lines.append(reader.line_num)

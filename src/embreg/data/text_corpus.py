@@ -88,7 +88,7 @@ def split_articles(
         left = len(order) - position
         split = 0 if seen < bounds[0] else (1 if seen < bounds[1] else 2)
         # keep at least one article for each later split that is still empty
-        empty_later = sum(1 for later in names[split + 1:] if not parts[later])
+        empty_later = sum(1 for later in names[split + 1 :] if not parts[later])
         if parts[names[split]] and left <= empty_later:
             split = next(i for i, n in enumerate(names) if i > split and not parts[n])
         parts[names[split]].append(int(article))
@@ -116,8 +116,11 @@ class TextCorpus:
         """Token and article counts per split, vocabulary size and ``<unk>`` rate, for run records."""
         out: dict = {"source": self.source, "vocab_size": len(self.vocab)}
         for name, ids in self.splits.items():
-            out[name] = {"tokens": int(ids.size), "articles": len(self.articles.get(name, [])),
-                         "unk_rate": float((ids == 0).mean()) if ids.size else 0.0}
+            out[name] = {
+                "tokens": int(ids.size),
+                "articles": len(self.articles.get(name, [])),
+                "unk_rate": float((ids == 0).mean()) if ids.size else 0.0,
+            }
         return out
 
 
@@ -187,6 +190,9 @@ def load_text_files(
             raise DataError(f"the {name} text file {str(path)!r} is empty (no token)")
         texts[name] = tokens
     vocab = Vocabulary.from_tokens(texts["train"], min_count=min_count, max_size=max_vocab)
-    return TextCorpus(vocab, {n: vocab.encode(t) for n, t in texts.items()},
-                      {n: [str(p)] for n, p in (("train", train), ("valid", valid), ("test", test))},
-                      source="text files")
+    return TextCorpus(
+        vocab,
+        {n: vocab.encode(t) for n, t in texts.items()},
+        {n: [str(p)] for n, p in (("train", train), ("valid", valid), ("test", test))},
+        source="text files",
+    )

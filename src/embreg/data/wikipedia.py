@@ -101,5 +101,11 @@ def load_enwiki(
     """
     path = fetch(ENWIKI_NAME, progress=False) / ENWIKI_FILE
     articles = [(t, list(tokens)) for t, tokens in _cached_articles(str(path), max_articles)]
-    return build_corpus(articles, fractions=fractions, seed=seed, min_count=min_count, max_vocab=max_vocab,
-                        source=f"{ENWIKI_NAME} ({ENWIKI_FILE})")
+    return build_corpus(
+        articles,
+        fractions=fractions,
+        seed=seed,
+        min_count=min_count,
+        max_vocab=max_vocab,
+        source=f"{ENWIKI_NAME} ({ENWIKI_FILE})",
+    )

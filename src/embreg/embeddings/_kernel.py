@@ -39,8 +39,13 @@ from embreg._native import NativeKernel
 
 __all__ = ["fused_kernel", "fused_lookup", "kernel_applies"]
 
-_KERNEL = NativeKernel("embreg_md_lookup", Path(__file__).with_name("csrc") / "md_lookup.cpp", "EMBREG_MD_KERNEL",
-                       "mixed-dimension lookup", native_isa=True)
+_KERNEL = NativeKernel(
+    "embreg_md_lookup",
+    Path(__file__).with_name("csrc") / "md_lookup.cpp",
+    "EMBREG_MD_KERNEL",
+    "mixed-dimension lookup",
+    native_isa=True,
+)
 
 
 def fused_kernel() -> ModuleType | None:
@@ -54,9 +59,17 @@ def kernel_applies(flat_rows: torch.Tensor, flat_projections: torch.Tensor) -> b
     return kernel is not None and kernel.tables_supported(flat_rows, flat_projections)
 
 
-def fused_lookup(ids: torch.Tensor, index_map: torch.Tensor | None, offsets: torch.Tensor, flat_rows: torch.Tensor,
-                 flat_projections: torch.Tensor | None, block_dims: Sequence[int], base_dim: int, *,
-                 sparse: bool) -> torch.Tensor | None:
+def fused_lookup(
+    ids: torch.Tensor,
+    index_map: torch.Tensor | None,
+    offsets: torch.Tensor,
+    flat_rows: torch.Tensor,
+    flat_projections: torch.Tensor | None,
+    block_dims: Sequence[int],
+    base_dim: int,
+    *,
+    sparse: bool,
+) -> torch.Tensor | None:
     """The lookup through the kernel, or None where it does not apply: parameters it does not serve (see
     :func:`kernel_applies`), ids that are not int64/int32/int16/int8/uint8 on the CPU, or an empty batch. The
     kernel makes these checks itself, so a hot loop pays no Python check per call. ``MixedDimensionEmbedding``

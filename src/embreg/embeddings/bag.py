@@ -64,8 +64,9 @@ class MixedDimensionEmbeddingBag(nn.Module):
         self.padding_idx = padding_idx
 
     @classmethod
-    def from_embedding(cls, embedding: MixedDimensionEmbedding, *, mode: str = "mean",
-                       padding_idx: int | None = None) -> MixedDimensionEmbeddingBag:
+    def from_embedding(
+        cls, embedding: MixedDimensionEmbedding, *, mode: str = "mean", padding_idx: int | None = None
+    ) -> MixedDimensionEmbeddingBag:
         """A bag layer that pools the vectors of an existing :class:`MixedDimensionEmbedding` (shared weights)."""
         bag = cls.__new__(cls)
         nn.Module.__init__(bag)
@@ -74,11 +75,22 @@ class MixedDimensionEmbeddingBag(nn.Module):
         return bag
 
     @classmethod
-    def from_blocking(cls, blocking: Blocking, dims: Sequence[int], base_dim: int, *, mode: str = "mean",
-                      padding_idx: int | None = None, **kwargs) -> MixedDimensionEmbeddingBag:
+    def from_blocking(
+        cls,
+        blocking: Blocking,
+        dims: Sequence[int],
+        base_dim: int,
+        *,
+        mode: str = "mean",
+        padding_idx: int | None = None,
+        **kwargs,
+    ) -> MixedDimensionEmbeddingBag:
         """The bag layer for ``blocking`` at block dimensions ``dims`` (as the embedding's ``from_blocking``)."""
-        return cls.from_embedding(MixedDimensionEmbedding.from_blocking(blocking, dims, base_dim, **kwargs),
-                                  mode=mode, padding_idx=padding_idx)
+        return cls.from_embedding(
+            MixedDimensionEmbedding.from_blocking(blocking, dims, base_dim, **kwargs),
+            mode=mode,
+            padding_idx=padding_idx,
+        )
 
     @property
     def num_embeddings(self) -> int:
@@ -103,16 +115,18 @@ class MixedDimensionEmbeddingBag(nn.Module):
             if offsets is None or offsets.ndim != 1:
                 raise EmbregError("a 1-d input needs 1-d offsets (B,) giving where each bag starts")
             num_bags = offsets.numel()
-            if num_bags and (int(offsets[0]) != 0 or bool((offsets[1:] < offsets[:-1]).any())
-                             or int(offsets[-1]) > input.numel()):
+            if num_bags and (
+                int(offsets[0]) != 0 or bool((offsets[1:] < offsets[:-1]).any()) or int(offsets[-1]) > input.numel()
+            ):
                 raise EmbregError(f"offsets must start at 0, not decrease and stay <= len(input)={input.numel()}")
             position = torch.arange(input.numel(), device=input.device)
             bag = torch.searchsorted(offsets.to(torch.int64), position, right=True) - 1
             return input, bag, num_bags
         raise EmbregError(f"input must be 2-d (B, L) or 1-d with offsets, got shape {tuple(input.shape)}")
 
-    def forward(self, input: torch.Tensor, offsets: torch.Tensor | None = None,
-                per_sample_weights: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, input: torch.Tensor, offsets: torch.Tensor | None = None, per_sample_weights: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Pooled vectors (B, D) of bags of caller ids: ``input`` (B, L), or (M,) with ``offsets`` (B,)."""
         ids, bag, num_bags = self._bag_index(input, offsets)
         weights = None
@@ -120,8 +134,10 @@ class MixedDimensionEmbeddingBag(nn.Module):
             if self.mode != "sum":
                 raise EmbregError(f"per_sample_weights needs mode='sum', got mode={self.mode!r}")
             if per_sample_weights.shape != input.shape:
-                raise EmbregError(f"per_sample_weights has shape {tuple(per_sample_weights.shape)}; "
-                                  f"expected the shape of input {tuple(input.shape)}")
+                raise EmbregError(
+                    f"per_sample_weights has shape {tuple(per_sample_weights.shape)}; "
+                    f"expected the shape of input {tuple(input.shape)}"
+                )
             weights = per_sample_weights.reshape(-1)
         if self.padding_idx is not None:
             keep = ids != self.padding_idx

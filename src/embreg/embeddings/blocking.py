@@ -62,8 +62,9 @@ class Blocking:
         if any(b <= a for a, b in zip(self.offsets, self.offsets[1:])):
             raise EmbregError(f"offsets={self.offsets} must be strictly increasing (every block non-empty)")
         if len(self.popularity) != k or len(self.mass) != k:
-            raise EmbregError(f"{k} blocks need {k} popularity and mass values, got "
-                              f"{len(self.popularity)} and {len(self.mass)}")
+            raise EmbregError(
+                f"{k} blocks need {k} popularity and mass values, got {len(self.popularity)} and {len(self.mass)}"
+            )
         if self.permutation is not None and self.permutation.shape != (self.num_rows,):
             raise EmbregError(f"permutation has shape {tuple(self.permutation.shape)}; expected ({self.num_rows},)")
 
@@ -178,8 +179,11 @@ def feature_blocks(frequencies: Sequence[Sequence[float] | torch.Tensor]) -> Blo
         raise EmbregError("frequencies is empty; give one count vector per feature")
     vectors = []
     for i, f in enumerate(frequencies):
-        tensor = f.detach().to("cpu", torch.float64) if isinstance(f, torch.Tensor) else torch.as_tensor(
-            f, dtype=torch.float64)
+        tensor = (
+            f.detach().to("cpu", torch.float64)
+            if isinstance(f, torch.Tensor)
+            else torch.as_tensor(f, dtype=torch.float64)
+        )
         if tensor.ndim != 1 or tensor.numel() == 0:
             raise EmbregError(f"frequencies[{i}] must be a non-empty 1-d count vector, got shape {tuple(tensor.shape)}")
         vectors.append(tensor)

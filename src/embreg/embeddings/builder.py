@@ -26,8 +26,13 @@ from embreg.embeddings.mixed_dimension import MixedDimensionEmbedding
 from embreg.embeddings.sizing import md_parameter_count, power_law_dims
 from embreg.errors import EmbregError
 
-__all__ = ["MixedDimensionPlan", "plan_mixed_dimensions", "md_embedding", "md_embedding_tables",
-           "md_feature_embeddings"]
+__all__ = [
+    "MixedDimensionPlan",
+    "plan_mixed_dimensions",
+    "md_embedding",
+    "md_embedding_tables",
+    "md_feature_embeddings",
+]
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,12 @@ def plan_mixed_dimensions(
         raise EmbregError("blockings is empty; give at least one table")
     popularity = [p for b in blockings for p in b.popularity]
     rows = [n for b in blockings for n in b.rows]
-    flat = power_law_dims(popularity, alpha, base_dim=base_dim, budget=budget, rows=rows, min_dim=min_dim,
-                          round_pow2=round_pow2)
+    flat = power_law_dims(
+        popularity, alpha, base_dim=base_dim, budget=budget, rows=rows, min_dim=min_dim, round_pow2=round_pow2
+    )
     dims, start = [], 0
     for b in blockings:
-        dims.append(tuple(flat[start:start + b.num_blocks]))
+        dims.append(tuple(flat[start : start + b.num_blocks]))
         start += b.num_blocks
     return MixedDimensionPlan(tuple(blockings), tuple(dims), base_dim or max(flat), float(alpha))
 
@@ -137,10 +143,13 @@ def md_embedding_tables(
         True
     """
     blockings = [equipartition_blocks(f, num_blocks) for f in frequencies]
-    plan = plan_mixed_dimensions(blockings, alpha, base_dim=base_dim, budget=budget, min_dim=min_dim,
-                                 round_pow2=round_pow2)
-    layers = [MixedDimensionEmbedding.from_blocking(b, d, plan.base_dim, **layer_kwargs)
-              for b, d in zip(plan.blockings, plan.dims)]
+    plan = plan_mixed_dimensions(
+        blockings, alpha, base_dim=base_dim, budget=budget, min_dim=min_dim, round_pow2=round_pow2
+    )
+    layers = [
+        MixedDimensionEmbedding.from_blocking(b, d, plan.base_dim, **layer_kwargs)
+        for b, d in zip(plan.blockings, plan.dims)
+    ]
     return layers, plan
 
 
@@ -168,8 +177,16 @@ def md_embedding(
         >>> emb.num_embeddings, emb.embedding_dim
         (100, 32)
     """
-    layers, _ = md_embedding_tables([frequencies], num_blocks=num_blocks, alpha=alpha, base_dim=base_dim,
-                                    budget=budget, min_dim=min_dim, round_pow2=round_pow2, **layer_kwargs)
+    layers, _ = md_embedding_tables(
+        [frequencies],
+        num_blocks=num_blocks,
+        alpha=alpha,
+        base_dim=base_dim,
+        budget=budget,
+        min_dim=min_dim,
+        round_pow2=round_pow2,
+        **layer_kwargs,
+    )
     return layers[0]
 
 
@@ -208,8 +225,9 @@ def md_feature_embeddings(
         ([(18,), (2,)], 18)
     """
     blocking = feature_blocks(frequencies)
-    plan = plan_mixed_dimensions([blocking], alpha, base_dim=base_dim, budget=budget, min_dim=min_dim,
-                                 round_pow2=round_pow2)
+    plan = plan_mixed_dimensions(
+        [blocking], alpha, base_dim=base_dim, budget=budget, min_dim=min_dim, round_pow2=round_pow2
+    )
     bag_fields = dict(bag_fields or {})
     unknown = sorted(set(bag_fields) - set(range(blocking.num_blocks)))
     if unknown:
@@ -217,8 +235,11 @@ def md_feature_embeddings(
     layers = nn.ModuleList()
     for i, (rows, dim) in enumerate(zip(blocking.rows, plan.dims[0])):
         if i in bag_fields:
-            layers.append(MixedDimensionEmbeddingBag([rows], [dim], plan.base_dim, mode=bag_mode,
-                                                     padding_idx=bag_fields[i], **layer_kwargs))
+            layers.append(
+                MixedDimensionEmbeddingBag(
+                    [rows], [dim], plan.base_dim, mode=bag_mode, padding_idx=bag_fields[i], **layer_kwargs
+                )
+            )
         else:
             layers.append(MixedDimensionEmbedding([rows], [dim], plan.base_dim, **layer_kwargs))
     return layers, plan

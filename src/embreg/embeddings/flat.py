@@ -105,7 +105,9 @@ class _FlatMixedDimensionLookup(torch.autograd.Function):
             local, grad, grad_projection = part
             d = block_dims[i]
             if grad_projection is not None:
-                grad_projections[projection_starts[i]:projection_starts[i + 1]].view(d, base_dim).copy_(grad_projection)
+                grad_projections[projection_starts[i] : projection_starts[i + 1]].view(d, base_dim).copy_(
+                    grad_projection
+                )
             if grad is None:
                 continue
             if ctx.sparse:
@@ -113,15 +115,25 @@ class _FlatMixedDimensionLookup(torch.autograd.Function):
                 indices.append((row_starts[i] + local.unsqueeze(1) * d + columns).reshape(-1))
                 values.append(grad.reshape(-1))
             else:
-                grad_rows[row_starts[i]:row_starts[i + 1]].view(block_rows[i], d).index_copy_(0, local, grad)
+                grad_rows[row_starts[i] : row_starts[i + 1]].view(block_rows[i], d).index_copy_(0, local, grad)
         if needs_rows and ctx.sparse:
-            grad_rows = torch.sparse_coo_tensor(torch.cat(indices).unsqueeze(0), torch.cat(values), (row_starts[-1],),
-                                                is_coalesced=True, check_invariants=False)
+            grad_rows = torch.sparse_coo_tensor(
+                torch.cat(indices).unsqueeze(0),
+                torch.cat(values),
+                (row_starts[-1],),
+                is_coalesced=True,
+                check_invariants=False,
+            )
         return None, None, None, None, grad_rows, grad_projections
 
 
-def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | None, block_rows: Sequence[int],
-               block_dims: Sequence[int], base_dim: int) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+def split_flat(
+    flat_rows: torch.Tensor | None,
+    flat_projections: torch.Tensor | None,
+    block_rows: Sequence[int],
+    block_dims: Sequence[int],
+    base_dim: int,
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
     """Views of flat parameters as k tables ``E_i`` (n_i, d_i) and k projections ``P_i`` (d_i, D) or None.
 
     ``flat_rows`` holds ``E_0, E_1, ...`` row-major one after the other; ``flat_projections`` the ``P_i`` of the
@@ -137,14 +149,15 @@ def split_flat(flat_rows: torch.Tensor | None, flat_projections: torch.Tensor | 
     row, projection = 0, 0
     for n, d in zip(block_rows, block_dims):
         if flat_rows is not None:
-            weights.append(flat_rows[row:row + n * d].view(n, d))
+            weights.append(flat_rows[row : row + n * d].view(n, d))
         row += n * d
         if d == base_dim:
             projections.append(None)
         elif flat_projections is None:
-            raise EmbregError(f"block dims {list(block_dims)} need projections to base_dim={base_dim}; "
-                             "flat_projections is None")
+            raise EmbregError(
+                f"block dims {list(block_dims)} need projections to base_dim={base_dim}; flat_projections is None"
+            )
         else:
-            projections.append(flat_projections[projection:projection + d * base_dim].view(d, base_dim))
+            projections.append(flat_projections[projection : projection + d * base_dim].view(d, base_dim))
             projection += d * base_dim
     return weights, projections

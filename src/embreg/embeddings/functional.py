@@ -41,14 +41,24 @@ class _Routing:
     """What the tensor-op lookup's backward needs from its forward: per block, the distinct rows' local indices
     and gathered rows (None for identity blocks or a block no id fell in), and each id's distinct row."""
 
-    def __init__(self, bounds: list[int], locals_: list[torch.Tensor | None], rows: list[torch.Tensor | None],
-                 inverse: torch.Tensor, num_distinct: int):
+    def __init__(
+        self,
+        bounds: list[int],
+        locals_: list[torch.Tensor | None],
+        rows: list[torch.Tensor | None],
+        inverse: torch.Tensor,
+        num_distinct: int,
+    ):
         self.bounds, self.locals, self.rows = bounds, locals_, rows
         self.inverse, self.num_distinct = inverse, num_distinct
 
 
-def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor],
-                    projections: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor, _Routing]:
+def _lookup_forward(
+    flat: torch.Tensor,
+    offsets: torch.Tensor,
+    weights: Sequence[torch.Tensor],
+    projections: Sequence[torch.Tensor | None],
+) -> tuple[torch.Tensor, _Routing]:
     """(B, D) vectors of positions ``flat`` (B,): the distinct positions of the batch, sorted (``torch.unique``),
     are grouped by block by a binary search of the offsets; each block gathers and projects its *distinct* rows
     only (popular rows repeat many times in a batch, and they sit in the blocks with the largest ``d_i``), and
@@ -78,22 +88,25 @@ def _lookup_forward(flat: torch.Tensor, offsets: torch.Tensor, weights: Sequence
     return out_distinct.index_select(0, inverse), _Routing(bounds, locals_, rows, inverse, distinct.numel())
 
 
-def _lookup_backward(routing: _Routing, grad_out: torch.Tensor, projections: Sequence[torch.Tensor | None],
-                     needs_weights: bool, needs_projections: bool
-                     ) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None]:
+def _lookup_backward(
+    routing: _Routing,
+    grad_out: torch.Tensor,
+    projections: Sequence[torch.Tensor | None],
+    needs_weights: bool,
+    needs_projections: bool,
+) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None]:
     """Per block, ``(local, grad of the distinct rows (U_i, d_i) or None, grad P_i (d_i, D) or None)``, or None
     for a block no id fell in: the output gradient is summed per distinct row once (one ``index_add``), then
     ``grad P_i = E_i[u]^T g_u`` and ``grad E_i[u] = g_u P_i^T``."""
     # index_add_ is many times slower on a strided source (e.g. the expanded gradient of a sum())
     grad_out = grad_out.contiguous()
-    grad_distinct = grad_out.new_zeros(routing.num_distinct, grad_out.shape[1]).index_add_(0, routing.inverse,
-                                                                                           grad_out)
+    grad_distinct = grad_out.new_zeros(routing.num_distinct, grad_out.shape[1]).index_add_(0, routing.inverse, grad_out)
     out: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None] = []
     for i, local in enumerate(routing.locals):
         if local is None:
             out.append(None)
             continue
-        grad = grad_distinct[routing.bounds[i]:routing.bounds[i + 1]]
+        grad = grad_distinct[routing.bounds[i] : routing.bounds[i + 1]]
         grad_weight: torch.Tensor | None = grad
         grad_projection = None
         projection = projections[i]
@@ -127,8 +140,9 @@ class _MixedDimensionLookup(torch.autograd.Function):
     def backward(ctx, grad_out):  # noqa: D102
         k = ctx.num_blocks
         projections = [p if has else None for p, has in zip(ctx.saved_tensors, ctx.has_projection)]
-        parts = _lookup_backward(ctx.routing, grad_out, projections, any(ctx.needs_input_grad[4:4 + k]),
-                                 any(ctx.needs_input_grad[4 + k:]))
+        parts = _lookup_backward(
+            ctx.routing, grad_out, projections, any(ctx.needs_input_grad[4 : 4 + k]), any(ctx.needs_input_grad[4 + k :])
+        )
         grad_weights, grad_projections = [None] * k, [None] * k
         for i, part in enumerate(parts):
             if part is None:  # no id of the batch falls in this block: no gradient, as if it were not used
@@ -137,8 +151,9 @@ class _MixedDimensionLookup(torch.autograd.Function):
             if grad is None:
                 continue
             if ctx.sparse:
-                grad_weights[i] = torch.sparse_coo_tensor(local.unsqueeze(0), grad, ctx.shapes[i],
-                                                          is_coalesced=True, check_invariants=False)
+                grad_weights[i] = torch.sparse_coo_tensor(
+                    local.unsqueeze(0), grad, ctx.shapes[i], is_coalesced=True, check_invariants=False
+                )
             else:
                 grad_weights[i] = grad.new_zeros(ctx.shapes[i]).index_copy_(0, local, grad)
         return (None, None, None, None, *grad_weights, *grad_projections)
@@ -213,7 +228,7 @@ def mixed_dimension_lookup_reference(
     for i, (weight, projection) in enumerate(zip(weights, projections)):
         if bounds[i + 1] == bounds[i]:
             continue
-        vectors = F.embedding(sorted_positions[bounds[i]:bounds[i + 1]] - offsets[i], weight, sparse=sparse)
+        vectors = F.embedding(sorted_positions[bounds[i] : bounds[i + 1]] - offsets[i], weight, sparse=sparse)
         parts.append(vectors if projection is None else vectors @ projection)
     stacked = torch.cat(parts) if len(parts) > 1 else parts[0]
     return stacked.index_select(0, _inverse(order)).reshape(*positions.shape, out_dim)

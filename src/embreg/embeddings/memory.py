@@ -39,8 +39,9 @@ def buffer_bytes(module: nn.Module) -> int:
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in the optimizer's state (after a step; Adam: ``exp_avg``, ``exp_avg_sq``, ``step``)."""
-    return sum(_tensor_bytes(v) for state in optimizer.state.values() for v in state.values()
-               if isinstance(v, torch.Tensor))
+    return sum(
+        _tensor_bytes(v) for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)
+    )
 
 
 def memory_report(module: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, int]:
@@ -53,5 +54,10 @@ def memory_report(module: nn.Module, optimizer: torch.optim.Optimizer | None = N
     params = parameter_bytes(module)
     buffers = buffer_bytes(module)
     state = optimizer_state_bytes(optimizer) if optimizer is not None else 0
-    return {"parameters": sum(p.numel() for p in module.parameters()), "parameter_bytes": params,
-            "buffer_bytes": buffers, "optimizer_bytes": state, "total_bytes": params + buffers + state}
+    return {
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "parameter_bytes": params,
+        "buffer_bytes": buffers,
+        "optimizer_bytes": state,
+        "total_bytes": params + buffers + state,
+    }

@@ -38,8 +38,9 @@ class EmbeddingBlock:
         ([(2, 4), (3, 2)], True)
     """
 
-    def __init__(self, layer: MixedDimensionEmbedding, index: int, weight: torch.Tensor,
-                 projection: torch.Tensor | None) -> None:
+    def __init__(
+        self, layer: MixedDimensionEmbedding, index: int, weight: torch.Tensor, projection: torch.Tensor | None
+    ) -> None:
         self.layer, self.index, self.weight, self.projection = layer, index, weight, projection
 
     @property
@@ -48,8 +49,9 @@ class EmbeddingBlock:
         grad = self.layer.flat_rows.grad
         if grad is None:
             return None
-        weights, _ = split_flat(grad.to_dense() if grad.is_sparse else grad, self.layer.flat_projections,
-                                *self.layer.layout)
+        weights, _ = split_flat(
+            grad.to_dense() if grad.is_sparse else grad, self.layer.flat_projections, *self.layer.layout
+        )
         return weights[self.index]
 
     @property
@@ -160,7 +162,7 @@ class MixedDimensionEmbedding(nn.Module):
                 raise EmbregError(f"index_map has shape {tuple(index_map.shape)}; expected ({self.num_embeddings},)")
             if not torch.equal(torch.sort(index_map.to(torch.int64)).values, torch.arange(self.num_embeddings)):
                 raise EmbregError("index_map must be a permutation of 0..N-1 (each position exactly once)")
-            small = self.num_embeddings < 2 ** 31
+            small = self.num_embeddings < 2**31
             index_map = index_map.to(torch.int32 if small else torch.int64).to(device)
         self.register_buffer("index_map", index_map)
         self.reset_parameters()
@@ -231,11 +233,16 @@ class MixedDimensionEmbedding(nn.Module):
                 rows, projections = self._parameters["flat_rows"], self._parameters["flat_projections"]
                 index_map, offsets = self._buffers["index_map"], self._buffers["offsets"]
             except KeyError:
-                rows, projections, index_map, offsets = (self.flat_rows, self.flat_projections, self.index_map,
-                                                         self.offsets)
+                rows, projections, index_map, offsets = (
+                    self.flat_rows,
+                    self.flat_projections,
+                    self.index_map,
+                    self.offsets,
+                )
             try:
-                out = kernel.lookup(ids, index_map, offsets, self.sparse, rows, projections, self.block_dims,
-                                    self.embedding_dim)
+                out = kernel.lookup(
+                    ids, index_map, offsets, self.sparse, rows, projections, self.block_dims, self.embedding_dim
+                )
             except RuntimeError:
                 check_ids(ids, self.num_embeddings)
                 raise
@@ -244,8 +251,16 @@ class MixedDimensionEmbedding(nn.Module):
         flat_projections: torch.Tensor | None = self.flat_projections
         if flat_projections is None:
             flat_projections = self.flat_rows.new_empty(0)
-        return flat_mixed_dimension_lookup(self.positions(ids), self.flat_rows, flat_projections, self.block_rows,
-                                           self.block_dims, self.offsets, self.embedding_dim, sparse=self.sparse)
+        return flat_mixed_dimension_lookup(
+            self.positions(ids),
+            self.flat_rows,
+            flat_projections,
+            self.block_rows,
+            self.block_dims,
+            self.offsets,
+            self.embedding_dim,
+            sparse=self.sparse,
+        )
 
     @torch.no_grad()
     def materialize(self) -> torch.Tensor:
@@ -259,8 +274,10 @@ class MixedDimensionEmbedding(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self) -> str:
-        return (f"{self.num_embeddings}, {self.embedding_dim}, blocks={self.num_blocks}, dims={list(self.block_dims)}"
-                + (", sparse=True" if self.sparse else ""))
+        return (
+            f"{self.num_embeddings}, {self.embedding_dim}, blocks={self.num_blocks}, dims={list(self.block_dims)}"
+            + (", sparse=True" if self.sparse else "")
+        )
 
 
 def _upgrade_per_block_state(state_dict: dict, prefix: str, layout: tuple) -> None:

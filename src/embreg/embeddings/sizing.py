@@ -114,13 +114,15 @@ def power_law_sizes(
     if not least <= budget <= most:
         raise EmbregError(
             f"budget={budget:.0f} is outside the valid range [{least:.0f}, {most:.0f}] for {int(n.sum())} rows "
-            f"with min_dim={min_dim}" + (f" and base_dim={base_dim}" if base_dim is not None else ""))
+            f"with min_dim={min_dim}" + (f" and base_dim={base_dim}" if base_dim is not None else "")
+        )
     scale = _solve_scale(weights, n, budget, float(min_dim), high)
     return (scale * weights).clamp(float(min_dim), high)
 
 
-def round_dims(sizes: torch.Tensor, *, round_pow2: bool = False, min_dim: int = 1,
-               max_dim: int | None = None) -> list[int]:
+def round_dims(
+    sizes: torch.Tensor, *, round_pow2: bool = False, min_dim: int = 1, max_dim: int | None = None
+) -> list[int]:
     """Rounds continuous dimensions to integers (nearest) or to powers of two (nearest in log2), then bounds them.
 
     Args:

@@ -43,8 +43,10 @@ def _md_layer(table: nn.Module) -> MixedDimensionEmbedding | None:
         return table
     if isinstance(table, (nn.Embedding, nn.EmbeddingBag)):
         return None
-    raise TypeError(f"cannot initialise a {type(table).__name__}: expected nn.Embedding, nn.EmbeddingBag, "
-                    "MixedDimensionEmbedding or MixedDimensionEmbeddingBag")
+    raise TypeError(
+        f"cannot initialise a {type(table).__name__}: expected nn.Embedding, nn.EmbeddingBag, "
+        "MixedDimensionEmbedding or MixedDimensionEmbeddingBag"
+    )
 
 
 def _xavier_md_(layer: MixedDimensionEmbedding) -> None:

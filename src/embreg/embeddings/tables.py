@@ -96,14 +96,16 @@ class MixedDimensionTablesConfig:
             raise ConfigError(f"max_dim={self.max_dim} must be >= min_dim={self.min_dim}")
 
 
-@register("embedding", "uniform", config=UniformTablesConfig, summary="one table per id kind at the model's dim",
-          reference="")
+@register(
+    "embedding", "uniform", config=UniformTablesConfig, summary="one table per id kind at the model's dim", reference=""
+)
 def build_uniform(config: UniformTablesConfig, request: TableRequest) -> tuple[list[nn.Module], None]:
     """Plain tables, initialised by ``request.init``.
 
     User/item tables are built and initialised one after the other, CTR fields are all built before any is
     initialised: the order of random draws that every stored result was made with.
     """
+
     def make(index: int, rows: int) -> nn.Module:
         if index in request.bag_fields:
             return nn.EmbeddingBag(rows, request.dim, mode="mean", padding_idx=request.bag_fields[index])
@@ -116,11 +118,14 @@ def build_uniform(config: UniformTablesConfig, request: TableRequest) -> tuple[l
     return [init_embedding_(t, request.init, std=request.init_std) for t in tables], None
 
 
-@register("embedding", "md", config=MixedDimensionTablesConfig,
-          summary="mixed-dimension tables: popular rows wide, rare rows narrow, projected to the base dim",
-          reference="mixed-dimension-embeddings.txt, Alg. 1 (sizing), Alg. 3 (blocking), Sec. III (per field)")
-def build_md(config: MixedDimensionTablesConfig, request: TableRequest
-             ) -> tuple[list[nn.Module], MixedDimensionPlan]:
+@register(
+    "embedding",
+    "md",
+    config=MixedDimensionTablesConfig,
+    summary="mixed-dimension tables: popular rows wide, rare rows narrow, projected to the base dim",
+    reference="mixed-dimension-embeddings.txt, Alg. 1 (sizing), Alg. 3 (blocking), Sec. III (per field)",
+)
+def build_md(config: MixedDimensionTablesConfig, request: TableRequest) -> tuple[list[nn.Module], MixedDimensionPlan]:
     """Mixed-dimension tables sized jointly over every table of the request."""
     counts = [torch.as_tensor(np.asarray(f)) for f in request.frequencies]
     base_dim = request.dim if config.budget is None else config.max_dim
@@ -128,13 +133,27 @@ def build_md(config: MixedDimensionTablesConfig, request: TableRequest
     try:
         if request.layout == "fields":
             layers, plan = md_feature_embeddings(
-                counts, alpha=config.alpha, base_dim=base_dim, budget=config.budget, min_dim=config.min_dim,
-                round_pow2=config.round_pow2, bag_fields=dict(request.bag_fields), bag_mode="mean",
-                init_std=request.init_std)
+                counts,
+                alpha=config.alpha,
+                base_dim=base_dim,
+                budget=config.budget,
+                min_dim=config.min_dim,
+                round_pow2=config.round_pow2,
+                bag_fields=dict(request.bag_fields),
+                bag_mode="mean",
+                init_std=request.init_std,
+            )
         else:
             layers, plan = md_embedding_tables(
-                counts, num_blocks=config.num_blocks, alpha=config.alpha, base_dim=base_dim, budget=config.budget,
-                min_dim=config.min_dim, round_pow2=config.round_pow2, init_std=request.init_std)
+                counts,
+                num_blocks=config.num_blocks,
+                alpha=config.alpha,
+                base_dim=base_dim,
+                budget=config.budget,
+                min_dim=config.min_dim,
+                round_pow2=config.round_pow2,
+                init_std=request.init_std,
+            )
     except ValueError as exc:
         raise ConfigError(f"embeddings: {exc}") from exc
     tables = list(layers)
@@ -142,4 +161,3 @@ def build_md(config: MixedDimensionTablesConfig, request: TableRequest
         for table in tables:
             init_embedding_(table, request.init)
     return tables, plan
-

@@ -61,8 +61,9 @@ def _context(model: nn.Module, inputs: dict[str, Any], outputs: Any, loss: torch
     return StepContext(model=model, batch=inputs, output=output, loss=loss, step=step, extras={"predict": predict})
 
 
-def regularized_loss(model: nn.Module, inputs: dict[str, Any], regularizers: Sequence[Any], *, step: int = 0
-                     ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+def regularized_loss(
+    model: nn.Module, inputs: dict[str, Any], regularizers: Sequence[Any], *, step: int = 0
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """The task loss plus every regulariser's penalty for one batch: ``(total, outputs, penalty)``.
 
     Args:
@@ -124,8 +125,9 @@ class RegularizedTrainer(Trainer):
             if self.args.label_names is None:
                 self.label_names = ["labels"]  # so evaluation computes the loss through compute_loss
 
-    def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
-                     num_items_in_batch: Any = None) -> Any:
+    def compute_loss(
+        self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
         unwrapped = self.accelerator.unwrap_model(model)
         if not model.training or not self.regularizers:
             if is_embreg_model(unwrapped):

@@ -10,5 +10,17 @@ from embreg.models.ncf import NCF
 from embreg.models.output import ModelOutput
 from embreg.models.pretrained import fetch_pretrained, list_pretrained, load_pretrained
 
-__all__ = ["BPR", "BiasedMF", "DLRM", "EncoderClassifier", "encode_texts", "fetch_pretrained", "list_pretrained",
-           "load_pretrained", "LSTMLanguageModel", "ModelOutput", "NCF", "mlp"]
+__all__ = [
+    "BPR",
+    "BiasedMF",
+    "DLRM",
+    "EncoderClassifier",
+    "encode_texts",
+    "fetch_pretrained",
+    "list_pretrained",
+    "load_pretrained",
+    "LSTMLanguageModel",
+    "ModelOutput",
+    "NCF",
+    "mlp",
+]

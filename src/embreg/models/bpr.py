@@ -59,8 +59,9 @@ class BPR(UserItemModel):
         self.item_bias = item_bias
 
     @classmethod
-    def build(cls, num_users: int, num_items: int, dim: int, *, init_std: float = 0.1, item_bias: bool = True,
-              **kwargs) -> BPR:
+    def build(
+        cls, num_users: int, num_items: int, dim: int, *, init_std: float = 0.1, item_bias: bool = True, **kwargs
+    ) -> BPR:
         """Builds a model with plain ``nn.Embedding`` tables (vectors ~ N(0, init_std^2), biases 0)."""
         bias = zero_table(num_items) if item_bias else None
         return cls(normal_table(num_users, dim, init_std), normal_table(num_items, dim, init_std), bias, **kwargs)
@@ -129,12 +130,26 @@ def _table(embedding: nn.Module) -> torch.Tensor:
     return embedding(torch.arange(n, device=device))
 
 
-@register("model", "bpr", config=UserItemConfig, tasks=("ranking",), kinds=("user", "item"),
-          embeddings=("uniform",), summary="Bayesian personalised ranking (pairwise loss, sampled negatives)",
-          reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)")
+@register(
+    "model",
+    "bpr",
+    config=UserItemConfig,
+    tasks=("ranking",),
+    kinds=("user", "item"),
+    embeddings=("uniform",),
+    summary="Bayesian personalised ranking (pairwise loss, sampled negatives)",
+    reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)",
+)
 def build_bpr(config: UserItemConfig, context: Any) -> BPR:
     """:class:`BPR` over uniform user/item tables with an item bias, with its user/item index transforms."""
     bias = zero_table(context.num_ids("item"))  # drawn first: the order every stored BPR result used
     users, items = user_item_tables(config, context)
-    return BPR(users, items, bias, user_transform=context.transforms.get("user"),
-               item_transform=context.transforms.get("item"), dropout=config.dropout, l2=config.l2)
+    return BPR(
+        users,
+        items,
+        bias,
+        user_transform=context.transforms.get("user"),
+        item_transform=context.transforms.get("item"),
+        dropout=config.dropout,
+        l2=config.l2,
+    )

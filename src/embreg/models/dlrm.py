@@ -135,7 +135,8 @@ class DLRM(nn.Module):
         self.top = mlp(top_in, [*top_mlp, 1], negative_slope=negative_slope, last_activation=False)
         blocks = [SequentialSlice(self.top, start, stop) for start, stop in linear_block_bounds(self.top)[:-1]]
         self.stack_layers = nn.ModuleList(
-            [InteractionLayer(num_vectors, dense=bool(num_dense), block=blocks[0] if blocks else None), *blocks[1:]])
+            [InteractionLayer(num_vectors, dense=bool(num_dense), block=blocks[0] if blocks else None), *blocks[1:]]
+        )
 
     @property
     def pair_rows(self) -> torch.Tensor:
@@ -209,13 +210,20 @@ class DLRMConfig:
 
     def __post_init__(self) -> None:
         if self.dim < 1 or any(width < 1 for width in self.bottom_mlp + self.top_mlp):
-            raise ConfigError(f"model.dim={self.dim}, bottom_mlp={self.bottom_mlp} and top_mlp={self.top_mlp} must "
-                              "hold sizes >= 1")
+            raise ConfigError(
+                f"model.dim={self.dim}, bottom_mlp={self.bottom_mlp} and top_mlp={self.top_mlp} must hold sizes >= 1"
+            )
 
 
-@register("model", "dlrm", config=DLRMConfig, tasks=("ctr",), provides=("layer_stack", "linear_layers"),
-          summary="DLRM: bottom MLP, per-field embeddings, pairwise dot interactions, top MLP -> click logit",
-          reference="mixed-dimension-embeddings.txt, Sec. IV (DLRM)")
+@register(
+    "model",
+    "dlrm",
+    config=DLRMConfig,
+    tasks=("ctr",),
+    provides=("layer_stack", "linear_layers"),
+    summary="DLRM: bottom MLP, per-field embeddings, pairwise dot interactions, top MLP -> click logit",
+    reference="mixed-dimension-embeddings.txt, Sec. IV (DLRM)",
+)
 def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
     """:class:`DLRM` over one table per field of the task's click table (uniform or one MD block per field)."""
     prepared = context.prepared
@@ -223,9 +231,16 @@ def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
     num_single = len(table.cardinalities)
     frequencies = list(prepared.part("train").field_frequencies())
     bag_fields = {num_single + g: table.bag_padding(g) for g in range(len(table.bag_names))}
-    request = TableRequest(frequencies, dim=config.dim, init=config.init, init_std=config.init_std,
-                           layout="fields", bag_fields=bag_fields)
+    request = TableRequest(
+        frequencies, dim=config.dim, init=config.init, init_std=config.init_std, layout="fields", bag_fields=bag_fields
+    )
     tables, plan = context.tables(request)
     dim = config.dim if plan is None else plan.base_dim
-    return DLRM(tables[:num_single], len(table.dense_names), dim=dim, bag_embeddings=tables[num_single:],
-                bottom_mlp=tuple(config.bottom_mlp), top_mlp=tuple(config.top_mlp))
+    return DLRM(
+        tables[:num_single],
+        len(table.dense_names),
+        dim=dim,
+        bag_embeddings=tables[num_single:],
+        bottom_mlp=tuple(config.bottom_mlp),
+        top_mlp=tuple(config.top_mlp),
+    )

@@ -60,7 +60,7 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     length = int(mask.sum(dim=1).max().item()) if mask.numel() else 0
     if length == mask.shape[1]:
         return batch
-    return {k: (v[:, :max(length, 1)] if k in TEXT_KEYS else v) for k, v in batch.items()}
+    return {k: (v[:, : max(length, 1)] if k in TEXT_KEYS else v) for k, v in batch.items()}
 
 
 class EncoderClassifier(nn.Module):
@@ -91,8 +91,16 @@ class EncoderClassifier(nn.Module):
         (torch.Size([1, 3]), 3, 0)
     """
 
-    def __init__(self, encoder: nn.Module, num_labels: int, *, pooling: Literal["mean", "cls"] = "mean",
-                 dropout: float | None = None, init_std: float = 0.02, token_transform: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        encoder: nn.Module,
+        num_labels: int,
+        *,
+        pooling: Literal["mean", "cls"] = "mean",
+        dropout: float | None = None,
+        init_std: float = 0.02,
+        token_transform: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ConfigError(f"num_labels={num_labels!r} must be an int >= 1 (1 means regression)")
@@ -100,10 +108,12 @@ class EncoderClassifier(nn.Module):
             raise ConfigError(f"pooling={pooling!r} must be 'mean' or 'cls'")
         config = getattr(encoder, "config", None)
         hidden_size = getattr(config, "hidden_size", None)
-        if hidden_size is None or not isinstance(getattr(getattr(encoder, "encoder", None), "layer", None),
-                                                 nn.ModuleList):
-            raise ConfigError(f"{type(encoder).__name__} is not a BERT-family encoder (needs config.hidden_size and "
-                              "encoder.layer)")
+        if hidden_size is None or not isinstance(
+            getattr(getattr(encoder, "encoder", None), "layer", None), nn.ModuleList
+        ):
+            raise ConfigError(
+                f"{type(encoder).__name__} is not a BERT-family encoder (needs config.hidden_size and encoder.layer)"
+            )
         p = float(getattr(config, "hidden_dropout_prob", 0.1)) if dropout is None else dropout
         if not 0 <= p < 1:
             raise ConfigError(f"dropout={p} is outside [0, 1)")
@@ -136,7 +146,7 @@ class EncoderClassifier(nn.Module):
             return pooler(last_hidden) if pooler is not None else last_hidden[:, 0]
         if attention_mask is None:
             return last_hidden.mean(dim=1)
-        weights = attention_mask[:, :last_hidden.shape[1]].to(last_hidden.dtype).unsqueeze(-1)
+        weights = attention_mask[:, : last_hidden.shape[1]].to(last_hidden.dtype).unsqueeze(-1)
         return (last_hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
 
     def predict_from_hidden(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -154,8 +164,8 @@ class EncoderClassifier(nn.Module):
         keep = torch.zeros_like(input_ids, dtype=torch.bool)
         keep[:, 0] = True
         if attention_mask is not None:
-            keep |= attention_mask[:, :input_ids.shape[1]] == 0
-            last = attention_mask[:, :input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
+            keep |= attention_mask[:, : input_ids.shape[1]] == 0
+            last = attention_mask[:, : input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
             keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
         return torch.where(keep, input_ids, swapped)
 
@@ -212,16 +222,26 @@ class EncoderClassifierConfig:
             raise ConfigError(f"model.init_std={self.init_std} must be > 0")
 
 
-@register("model", "encoder-classifier", config=EncoderClassifierConfig, tasks=("classification", "regression"),
-          kinds=("token",),
-          provides=("layer_stack", "linear_layers", "pretrained"),
-          summary="pretrained BERT-family encoder + pooling + linear head",
-          reference="lnsr-noise-stability-bert.txt, Sec. 4")
+@register(
+    "model",
+    "encoder-classifier",
+    config=EncoderClassifierConfig,
+    tasks=("classification", "regression"),
+    kinds=("token",),
+    provides=("layer_stack", "linear_layers", "pretrained"),
+    summary="pretrained BERT-family encoder + pooling + linear head",
+    reference="lnsr-noise-stability-bert.txt, Sec. 4",
+)
 def build_encoder_classifier(config: EncoderClassifierConfig, context: Any) -> EncoderClassifier:
     """A fresh head on the pretrained encoder, for ``context.prepared.task.num_labels`` outputs."""
     from embreg.models.pretrained import load_pretrained
 
     encoder, _ = load_pretrained(config.pretrained, progress=context.recipe.train.progress)
-    return EncoderClassifier(encoder, context.prepared.task.num_labels, pooling=config.pooling,
-                             dropout=config.dropout, init_std=config.init_std,
-                             token_transform=context.transforms.get("token"))
+    return EncoderClassifier(
+        encoder,
+        context.prepared.task.num_labels,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        init_std=config.init_std,
+        token_transform=context.transforms.get("token"),
+    )

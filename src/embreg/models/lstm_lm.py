@@ -52,14 +52,21 @@ class LSTMLayer(nn.Module):
         self.__dict__["rnns"] = rnns  # borrowed: the parameters stay registered (and saved) under ``rnns``
         self.index = index
 
-    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], unroll: bool = False
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], unroll: bool = False
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``unroll``: run :func:`unrolled_lstm` on the (DropConnect-ed) weights instead of the fused kernel."""
         rnn = cast(WeightDrop, self.rnns[self.index])  # the model wraps every LSTM in a WeightDrop
         if unroll:
             weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
-            return unrolled_lstm(x, state, weights["weight_ih_l0"], weights["weight_hh_l0"],
-                                 weights.get("bias_ih_l0"), weights.get("bias_hh_l0"))
+            return unrolled_lstm(
+                x,
+                state,
+                weights["weight_ih_l0"],
+                weights["weight_hh_l0"],
+                weights.get("bias_ih_l0"),
+                weights.get("bias_hh_l0"),
+            )
         return rnn(x, state)
 
     def extra_repr(self) -> str:
@@ -190,8 +197,9 @@ class LSTMLanguageModel(nn.Module):
             if not isinstance(rnn, nn.LSTM) or rnn.num_layers != 1 or not rnn.batch_first or rnn.bidirectional:
                 raise EmbregError(f"rnns[{i}] must be a single-layer, batch-first, unidirectional nn.LSTM, got {rnn}")
         if rnns[0].input_size != embedding.embedding_dim:
-            raise EmbregError(f"rnns[0].input_size={rnns[0].input_size} must equal the embedding dim "
-                              f"{embedding.embedding_dim}")
+            raise EmbregError(
+                f"rnns[0].input_size={rnns[0].input_size} must equal the embedding dim {embedding.embedding_dim}"
+            )
         self.vocab_size = embedding.num_embeddings
         self.embedding = EmbeddingDropout(embedding, q_embedding)
         self.input_dropout = LockedDropout(q_input)
@@ -206,8 +214,10 @@ class LSTMLanguageModel(nn.Module):
                 decoder_in = projection(torch.zeros(1, decoder_in)).shape[-1]
         if tie:
             if decoder_in != embedding.embedding_dim:
-                raise EmbregError(f"tie=True needs the decoder input size {decoder_in} to equal the embedding dim "
-                                  f"{embedding.embedding_dim}; add a projection or set tie=False")
+                raise EmbregError(
+                    f"tie=True needs the decoder input size {decoder_in} to equal the embedding dim "
+                    f"{embedding.embedding_dim}; add a projection or set tie=False"
+                )
             self.decoder: nn.Module = TiedOutput(embedding)
         else:
             self.decoder = nn.Linear(decoder_in, self.vocab_size)
@@ -242,8 +252,9 @@ class LSTMLanguageModel(nn.Module):
         constructor.
         """
         if min(vocab_size, emb_dim, hidden_dim, layers) < 1:
-            raise EmbregError(f"vocab_size={vocab_size}, emb_dim={emb_dim}, hidden_dim={hidden_dim}, layers={layers} "
-                              "must all be >= 1")
+            raise EmbregError(
+                f"vocab_size={vocab_size}, emb_dim={emb_dim}, hidden_dim={hidden_dim}, layers={layers} must all be >= 1"
+            )
         embedding = nn.Embedding(vocab_size, emb_dim)
         nn.init.uniform_(embedding.weight, -init_range, init_range)
         last = emb_dim if tie and proj_dim is None else hidden_dim
@@ -256,8 +267,10 @@ class LSTMLanguageModel(nn.Module):
     # ------------------------------------------------------------------------------------------------ state
     def initial_state(self, batch_size: int) -> State:
         """The initial ``(h, c)`` of every layer for ``batch_size`` streams (zeros, or learned)."""
-        return [(h.expand(1, batch_size, -1).contiguous(), c.expand(1, batch_size, -1).contiguous())
-                for h, c in zip(self.init_h, self.init_c)]
+        return [
+            (h.expand(1, batch_size, -1).contiguous(), c.expand(1, batch_size, -1).contiguous())
+            for h, c in zip(self.init_h, self.init_c)
+        ]
 
     def _state_for(self, batch: dict[str, torch.Tensor]) -> State | None:
         if "index" not in batch:
@@ -284,12 +297,16 @@ class LSTMLanguageModel(nn.Module):
             ConfigError: no forward pass has run yet, or it had another batch size.
         """
         if self._window is None:
-            raise ConfigError("the LSTM LM's layer stack re-runs the window of the last forward pass, and none has "
-                              "run yet: call the model on the batch first")
+            raise ConfigError(
+                "the LSTM LM's layer stack re-runs the window of the last forward pass, and none has "
+                "run yet: call the model on the batch first"
+            )
         width, state = self._window
         if width != batch_size:
-            raise ConfigError(f"the layer stack got {batch_size} sequences but the last forward pass ran {width}: "
-                              "the recurrent state of the window is only known for that batch")
+            raise ConfigError(
+                f"the layer stack got {batch_size} sequences but the last forward pass ran {width}: "
+                "the recurrent state of the window is only known for that batch"
+            )
         return self.initial_state(batch_size) if state is None else state
 
     # --------------------------------------------------------------------------------------- index transforms
@@ -300,8 +317,10 @@ class LSTMLanguageModel(nn.Module):
             return ids
         if not self.training:
             return transform(ids)  # identity in eval (the index-transform contract); still checks the ids
-        step = (int(batch["index"]) if "index" in batch else None,
-                sum(p._version for p in self.parameters()))  # an optimizer step bumps the versions
+        step = (
+            int(batch["index"]) if "index" in batch else None,
+            sum(p._version for p in self.parameters()),
+        )  # an optimizer step bumps the versions
         cached = self._drawn.get(key)
         if cached is not None and cached[0] is ids and cached[1] == step:
             return cached[2]
@@ -382,8 +401,10 @@ class LSTMLanguageModel(nn.Module):
         """
         emb = output.hidden["input"]
         ids = output.hidden.get("input_ids", batch["input"])  # the ids the embedding looked up (after transforms)
-        sites = {"embedding": DropoutSite(emb, "token", ids=ids, num_rows=self.vocab_size),
-                 "input": DropoutSite(emb, "locked")}
+        sites = {
+            "embedding": DropoutSite(emb, "token", ids=ids, num_rows=self.vocab_size),
+            "input": DropoutSite(emb, "locked"),
+        }
         for name, tensor in output.hidden.items():
             if name.startswith("hidden.") or name == "output":
                 sites[name] = DropoutSite(tensor, "locked")
@@ -444,17 +465,28 @@ class LSTMLanguageModelConfig:
     def dropout_groups(self) -> dict[str, float]:
         """``{site group of LSTMLanguageModel: q}`` (a one-layer LSTM has no between-layer site)."""
         q = self.dropout
-        groups = {"embedding": q.embedding, "input": q.input, "hidden": q.hidden, "output": q.output,
-                  "weight_hh": q.weight}
+        groups = {
+            "embedding": q.embedding,
+            "input": q.input,
+            "hidden": q.hidden,
+            "output": q.output,
+            "weight_hh": q.weight,
+        }
         if self.layers == 1:
             groups.pop("hidden")
         return groups
 
 
-@register("model", "lstm-lm", config=LSTMLanguageModelConfig, tasks=("lm",), kinds=("token", "label"),
-          provides=("dropout_sites", "layer_stack"),
-          summary="AWD-style LSTM language model with locked, embedding and weight dropout",
-          reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1")
+@register(
+    "model",
+    "lstm-lm",
+    config=LSTMLanguageModelConfig,
+    tasks=("lm",),
+    kinds=("token", "label"),
+    provides=("dropout_sites", "layer_stack"),
+    summary="AWD-style LSTM language model with locked, embedding and weight dropout",
+    reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1",
+)
 def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguageModel:
     """The LSTM LM; without dropout (and unrolled, which the analytic terms differentiate far faster) when a
     regulariser of the recipe replaces dropout."""
@@ -463,8 +495,17 @@ def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguage
     probs = dict(q_embedding=q.embedding, q_input=q.input, q_hidden=q.hidden, q_output=q.output, q_weight=q.weight)
     if replaced:
         probs = {key: 0.0 for key in probs}
-    return LSTMLanguageModel.build(context.num_ids("token"), config.emb_dim, config.hidden_dim, config.layers,
-                                   proj_dim=config.proj_dim, tie=config.tie, init_range=config.init_range,
-                                   learn_init=config.learn_init, unroll=replaced,
-                                   input_transform=context.transforms.get("token"),
-                                   label_transform=context.transforms.get("label"), **probs)
+    return LSTMLanguageModel.build(
+        context.num_ids("token"),
+        config.emb_dim,
+        config.hidden_dim,
+        config.layers,
+        proj_dim=config.proj_dim,
+        tie=config.tie,
+        init_range=config.init_range,
+        learn_init=config.learn_init,
+        unroll=replaced,
+        input_transform=context.transforms.get("token"),
+        label_transform=context.transforms.get("label"),
+        **probs,
+    )

@@ -42,7 +42,7 @@ class _LSTMSequence(torch.autograd.Function):
         for projected_t in projected.unbind(1):
             gates = torch.addmm(projected_t, h, w_t)
             act = torch.sigmoid(gates)
-            torch.tanh(gates[:, 2 * hidden:3 * hidden], out=act[:, 2 * hidden:3 * hidden])
+            torch.tanh(gates[:, 2 * hidden : 3 * hidden], out=act[:, 2 * hidden : 3 * hidden])
             i, f, g, o = act.split(hidden, dim=1)
             c = torch.addcmul(f * c, i, g)
             h = o * torch.tanh(c)

@@ -76,8 +76,13 @@ class BiasedMF(UserItemModel):
         **kwargs,
     ) -> BiasedMF:
         """Builds a model with plain ``nn.Embedding`` tables (vectors ~ N(0, init_std^2), biases 0)."""
-        return cls(normal_table(num_users, dim, init_std), normal_table(num_items, dim, init_std),
-                   zero_table(num_users), zero_table(num_items), **kwargs)
+        return cls(
+            normal_table(num_users, dim, init_std),
+            normal_table(num_items, dim, init_std),
+            zero_table(num_users),
+            zero_table(num_items),
+            **kwargs,
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Predicts ratings for ``batch["user"]``, ``batch["item"]`` (both ``(B,)``); returns ``(B,)`` predictions."""
@@ -117,13 +122,27 @@ class BiasedMF(UserItemModel):
         return self(batch).predictions
 
 
-@register("model", "mf", config=UserItemConfig, tasks=("rating",), kinds=("user", "item"),
-          summary="biased matrix factorisation, squared loss",
-          reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (MF)")
+@register(
+    "model",
+    "mf",
+    config=UserItemConfig,
+    tasks=("rating",),
+    kinds=("user", "item"),
+    summary="biased matrix factorisation, squared loss",
+    reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (MF)",
+)
 def build_mf(config: UserItemConfig, context: Any) -> BiasedMF:
     """:class:`BiasedMF` over the recipe's user/item tables, with its user/item index transforms."""
     users, items = user_item_tables(config, context)
     user_bias, item_bias = zero_table(context.num_ids("user")), zero_table(context.num_ids("item"))
-    return BiasedMF(users, items, user_bias, item_bias, global_mean=context.adapter.global_mean(context.prepared),
-                    user_transform=context.transforms.get("user"), item_transform=context.transforms.get("item"),
-                    dropout=config.dropout, l2=config.l2)
+    return BiasedMF(
+        users,
+        items,
+        user_bias,
+        item_bias,
+        global_mean=context.adapter.global_mean(context.prepared),
+        user_transform=context.transforms.get("user"),
+        item_transform=context.transforms.get("item"),
+        dropout=config.dropout,
+        l2=config.l2,
+    )

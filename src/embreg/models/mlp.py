@@ -7,8 +7,14 @@ from collections.abc import Sequence
 from torch import nn
 
 
-def mlp(in_dim: int, hidden: Sequence[int], *, negative_slope: float = 0.01, dropout: float = 0.0,
-        last_activation: bool = True) -> nn.Sequential:
+def mlp(
+    in_dim: int,
+    hidden: Sequence[int],
+    *,
+    negative_slope: float = 0.01,
+    dropout: float = 0.0,
+    last_activation: bool = True,
+) -> nn.Sequential:
     """``Linear -> LeakyReLU (-> Dropout)`` per hidden width; weights Xavier-uniform, biases zero.
 
     Xavier-uniform follows mixed-dimension-embeddings.txt, Appendix H/I ("uniform Xavier initialization").

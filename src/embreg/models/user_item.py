@@ -87,7 +87,11 @@ class UserItemConfig:
 def user_item_tables(config: Any, context: Any) -> tuple[nn.Module, nn.Module]:
     """The user and item tables of a recipe (uniform or mixed-dimension, by its ``embeddings`` section), sized by
     the training counts of ``context`` (:class:`embreg.recipes.context.BuildContext`)."""
-    request = TableRequest([context.frequencies("user"), context.frequencies("item")], dim=config.dim,
-                           init=config.init, init_std=config.init_std)
+    request = TableRequest(
+        [context.frequencies("user"), context.frequencies("item")],
+        dim=config.dim,
+        init=config.init,
+        init_std=config.init_std,
+    )
     (users, items), _ = context.tables(request)
     return users, items

@@ -62,8 +62,10 @@ class DropoutSite:
             if self.ids is None or self.num_rows is None:
                 raise EmbregError("a 'token' site needs ids (B, T) and num_rows (the vocabulary size)")
             if tuple(self.ids.shape) != tuple(self.tensor.shape[:-1]):
-                raise EmbregError(f"ids shape {tuple(self.ids.shape)} must equal the lookup's leading shape "
-                                  f"{tuple(self.tensor.shape[:-1])}")
+                raise EmbregError(
+                    f"ids shape {tuple(self.ids.shape)} must equal the lookup's leading shape "
+                    f"{tuple(self.tensor.shape[:-1])}"
+                )
 
     def _token_index(self) -> tuple[torch.Tensor, int]:
         """``(ids, num_rows)`` of a ``"token"`` site (both set: :meth:`__post_init__` checks it)."""

@@ -74,5 +74,6 @@ class EmbeddingDropout(DropoutBlock):
         return self.embedding.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return embedding_dropout(self.embedding.weight, ids, self.q, training=self.active,
-                                 padding_idx=self.embedding.padding_idx)
+        return embedding_dropout(
+            self.embedding.weight, ids, self.q, training=self.active, padding_idx=self.embedding.padding_idx
+        )

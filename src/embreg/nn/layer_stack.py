@@ -119,7 +119,8 @@ class LayerStack(ABC):
                 raise ConfigError(
                     f"the model output has no hidden state {key!r} (it has {sorted(output.hidden)}); the forward "
                     "pass must return all L + 1 hidden states (embreg's EncoderClassifier does; Hugging Face models "
-                    "need output_hidden_states=True, which embreg's HF adapter sets)")
+                    "need output_hidden_states=True, which embreg's HF adapter sets)"
+                )
             states.append(output.hidden[key])
         return states
 
@@ -137,8 +138,9 @@ class SequentialStack(LayerStack):
         [torch.Size([3, 2]), torch.Size([3, 2])]
     """
 
-    def __init__(self, layers: Sequence[nn.Module], head: nn.Module | Callable[[torch.Tensor], torch.Tensor] | None
-                 = None) -> None:
+    def __init__(
+        self, layers: Sequence[nn.Module], head: nn.Module | Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> None:
         if len(layers) == 0:
             raise ConfigError("a SequentialStack needs at least one layer")
         self.layers = list(layers)

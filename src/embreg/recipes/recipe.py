@@ -41,8 +41,18 @@ from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
 from embreg.registry import REGISTRY, Entry
 
-__all__ = ["Component", "ModelSpec", "EmbeddingsSpec", "TransformSpec", "ObjectiveSpec", "RegularizerSpec",
-           "TrainConfig", "SearchParam", "Recipe", "ID_KINDS"]
+__all__ = [
+    "Component",
+    "ModelSpec",
+    "EmbeddingsSpec",
+    "TransformSpec",
+    "ObjectiveSpec",
+    "RegularizerSpec",
+    "TrainConfig",
+    "SearchParam",
+    "Recipe",
+    "ID_KINDS",
+]
 
 ID_KINDS = ("user", "item", "token", "label")
 """Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities)."""
@@ -76,8 +86,10 @@ class Component:
         args = dict(value)
         name = args.pop("name", cls.default_name)
         if name is None:
-            raise ConfigError(f"config key {key!r} needs a 'name' (registered {cls.slot.replace('_', ' ')}s: "
-                              f"{', '.join(REGISTRY.names(cls.slot))})")
+            raise ConfigError(
+                f"config key {key!r} needs a 'name' (registered {cls.slot.replace('_', ' ')}s: "
+                f"{', '.join(REGISTRY.names(cls.slot))})"
+            )
         try:
             entry = REGISTRY.get(cls.slot, str(name))
         except ConfigError as exc:

@@ -49,8 +49,17 @@ class BuiltRun:
         recipe, prepared, model, objective, regularizers, batches, evaluator, context.
     """
 
-    def __init__(self, recipe: Recipe, prepared: Any, model: torch.nn.Module, objective: Any,
-                 regularizers: list[Any], batches: Any, evaluator: Any, context: BuildContext) -> None:
+    def __init__(
+        self,
+        recipe: Recipe,
+        prepared: Any,
+        model: torch.nn.Module,
+        objective: Any,
+        regularizers: list[Any],
+        batches: Any,
+        evaluator: Any,
+        context: BuildContext,
+    ) -> None:
         self.recipe, self.prepared, self.model = recipe, prepared, model
         self.objective, self.regularizers = objective, regularizers
         self.batches, self.evaluator, self.context = batches, evaluator, context
@@ -65,10 +74,22 @@ class BuiltRun:
             optimizer = warmup_adamw_factory(t.lr, t.epochs * len(self.batches), t.warmup, t.weight_decay)
         else:
             optimizer = optimizer_factory(t.optimizer, t.lr, t.weight_decay)
-        return Trainer(self.model, optimizer, self.batches, self.evaluator, epochs=t.epochs, monitor=metric,
-                       mode=mode, patience=t.patience, clip_norm=t.clip_norm, regularizers=self.regularizers,
-                       objective=self.objective, run_dir=run_dir, progress=t.progress,
-                       **self.recipe.adapter.trainer_options(self.recipe))
+        return Trainer(
+            self.model,
+            optimizer,
+            self.batches,
+            self.evaluator,
+            epochs=t.epochs,
+            monitor=metric,
+            mode=mode,
+            patience=t.patience,
+            clip_norm=t.clip_norm,
+            regularizers=self.regularizers,
+            objective=self.objective,
+            run_dir=run_dir,
+            progress=t.progress,
+            **self.recipe.adapter.trainer_options(self.recipe),
+        )
 
 
 def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
@@ -90,8 +111,16 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
     context.model = recipe.model.build(context)
     context.objective = recipe.objective.build(context)
     regularizers = [spec.build(context) for spec in recipe.regularizers]
-    return BuiltRun(recipe, prepared, context.model, context.objective, regularizers,
-                    adapter.batches(recipe, prepared), adapter.evaluator(recipe, prepared), context)
+    return BuiltRun(
+        recipe,
+        prepared,
+        context.model,
+        context.objective,
+        regularizers,
+        adapter.batches(recipe, prepared),
+        adapter.evaluator(recipe, prepared),
+        context,
+    )
 
 
 def _finished(run_dir: Path | None) -> dict[str, Any] | None:
@@ -101,8 +130,9 @@ def _finished(run_dir: Path | None) -> dict[str, Any] | None:
     return metrics if FINISHED_KEY in metrics else None
 
 
-def run_single(recipe: Recipe, out_dir: str | Path | None, *, resume: bool = False,
-               prepared: Any | None = None) -> FitResult:
+def run_single(
+    recipe: Recipe, out_dir: str | Path | None, *, resume: bool = False, prepared: Any | None = None
+) -> FitResult:
     """Trains ``recipe`` once with ``train.seed``; see the module docstring for what ``out_dir`` receives.
 
     Args:
@@ -129,8 +159,11 @@ def run_single(recipe: Recipe, out_dir: str | Path | None, *, resume: bool = Fal
     metrics = recipe.adapter.finish(recipe, trainer, built.evaluator, dict(result.metrics))
     steps = len(built.batches) * len(result.history)
     train_seconds = sum(record["seconds"] for record in result.history)
-    metrics.update(train_seconds=train_seconds, seconds_per_step=train_seconds / max(steps, 1),
-                   wall_seconds=time.perf_counter() - started)
+    metrics.update(
+        train_seconds=train_seconds,
+        seconds_per_step=train_seconds / max(steps, 1),
+        wall_seconds=time.perf_counter() - started,
+    )
     if run_dir is not None:
         atomic_write_json(run_dir / "metrics.json", metrics)
         atomic_write_text(run_dir / "report.md", _report(recipe, metrics))
@@ -169,9 +202,11 @@ def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
     if recipe.objective.name != "standard":
         techniques.append(f"objective {recipe.objective.name}")
     used = ", ".join(techniques) or "none"
-    return (f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{recipe.model.name}`, "
-            f"embeddings `{recipe.embeddings.name}`, techniques: {used}; seed {recipe.train.seed}\n\n"
-            f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n")
+    return (
+        f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{recipe.model.name}`, "
+        f"embeddings `{recipe.embeddings.name}`, techniques: {used}; seed {recipe.train.seed}\n\n"
+        f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n"
+    )
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:

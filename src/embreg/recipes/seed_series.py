@@ -62,6 +62,8 @@ def summary_report(name: str, description: str, summary: dict[str, dict], seeds:
         f"| {k} | {s['mean']:.4f} ± {s['std']:.4f} | {s['median']:.4f} | {s['min']:.4f} | {s['max']:.4f} |"
         for k, s in summary.items()
     )
-    return (f"# {name} over {seeds} seeds\n\n{description}\n\n"
-            f"| metric | mean ± std | median | min | max |\n|---|---|---|---|---|\n{rows}\n\n"
-            "raw values: `summary.json`\n")
+    return (
+        f"# {name} over {seeds} seeds\n\n{description}\n\n"
+        f"| metric | mean ± std | median | min | max |\n|---|---|---|---|---|\n{rows}\n\n"
+        "raw values: `summary.json`\n"
+    )

@@ -83,8 +83,9 @@ def sweep(
         return value
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize" if mode == "min" else "maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(
+        direction="minimize" if mode == "min" else "maximize", sampler=optuna.samplers.TPESampler(seed=seed)
+    )
     for point in start_points:
         unknown = set(point) - set(cfg0.search)
         if unknown:

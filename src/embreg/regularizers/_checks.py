@@ -7,8 +7,9 @@ import math
 from embreg.errors import ConfigError
 
 
-def check_number(value: float, name: str, *, low: float = 0.0, high: float = math.inf, low_open: bool = False,
-                 high_open: bool = True) -> float:
+def check_number(
+    value: float, name: str, *, low: float = 0.0, high: float = math.inf, low_open: bool = False, high_open: bool = True
+) -> float:
     """Returns ``value`` as a float when it lies in the interval; otherwise raises :class:`ConfigError`.
 
     Example:

@@ -53,8 +53,7 @@ class Regularizer(Protocol):
 class Objective(Protocol):
     """Computes the task loss of one step, replacing ``model.loss(batch, model(batch))``."""
 
-    def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ModelOutput]:
-        ...
+    def __call__(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ModelOutput]: ...
 
 
 def standard_objective(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ModelOutput]:
@@ -68,8 +67,13 @@ class StandardObjectiveConfig:
     """``objective: {name: standard}``: no arguments."""
 
 
-@register("objective", "standard", config=StandardObjectiveConfig,
-          summary="one forward pass and the model's own loss", reference="")
+@register(
+    "objective",
+    "standard",
+    config=StandardObjectiveConfig,
+    summary="one forward pass and the model's own loss",
+    reference="",
+)
 def build_standard_objective(config: StandardObjectiveConfig, context: Any) -> Objective:
     """:func:`standard_objective`."""
     return standard_objective

@@ -34,8 +34,10 @@ def symmetric_kl(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor
         0.0
     """
     if logits_a.shape != logits_b.shape or logits_a.dim() < 2:
-        raise ConfigError(f"symmetric_kl needs two (..., C) logit tensors of one shape, got {tuple(logits_a.shape)} "
-                          f"and {tuple(logits_b.shape)}")
+        raise ConfigError(
+            f"symmetric_kl needs two (..., C) logit tensors of one shape, got {tuple(logits_a.shape)} "
+            f"and {tuple(logits_b.shape)}"
+        )
     log_p = F.log_softmax(logits_a.float(), dim=-1)
     log_q = F.log_softmax(logits_b.float(), dim=-1)
     # (p - q) * (log p - log q) summed over classes is KL(p||q) + KL(q||p), written so it is exactly 0 at p = q.

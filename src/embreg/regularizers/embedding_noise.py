@@ -34,8 +34,13 @@ from embreg.regularizers._checks import check_number
 
 __all__ = ["EMBEDDING_MODULES", "EmbeddingNoise", "EmbeddingNoiseConfig", "embedding_modules"]
 
-EMBEDDING_MODULES: tuple[type[nn.Module], ...] = (nn.Embedding, nn.EmbeddingBag, MixedDimensionEmbedding,
-                                                  MixedDimensionEmbeddingBag, EmbeddingDropout)
+EMBEDDING_MODULES: tuple[type[nn.Module], ...] = (
+    nn.Embedding,
+    nn.EmbeddingBag,
+    MixedDimensionEmbedding,
+    MixedDimensionEmbeddingBag,
+    EmbeddingDropout,
+)
 """Module types whose output is an embedding lookup."""
 
 
@@ -87,8 +92,9 @@ class EmbeddingNoise:
         modules = embedding_modules(model)
         if not modules:
             kinds = ", ".join(t.__name__ for t in EMBEDDING_MODULES)
-            raise ConfigError(f"embedding-noise: {type(model).__name__} has no embedding module ({kinds}) to add "
-                              "noise to")
+            raise ConfigError(
+                f"embedding-noise: {type(model).__name__} has no embedding module ({kinds}) to add noise to"
+            )
         self.remove()
         self._handles = [m.register_forward_hook(self._add_noise) for _, m in modules]
         return model
@@ -122,9 +128,13 @@ class EmbeddingNoiseConfig:
         EmbeddingNoise(self.sigma)  # checks sigma: a bad value fails when the recipe loads
 
 
-@register("regularizer", "embedding-noise", config=EmbeddingNoiseConfig,
-          summary="Gaussian noise N(0, sigma^2) on every embedding output while training (no extra pass)",
-          reference="nlp-best-practices.txt, Best practices > Dropout, para. 1; noise as in "
-                    "lnsr-noise-stability-bert.txt, Sec. 3.1")
+@register(
+    "regularizer",
+    "embedding-noise",
+    config=EmbeddingNoiseConfig,
+    summary="Gaussian noise N(0, sigma^2) on every embedding output while training (no extra pass)",
+    reference="nlp-best-practices.txt, Best practices > Dropout, para. 1; noise as in "
+    "lnsr-noise-stability-bert.txt, Sec. 3.1",
+)
 def build_embedding_noise(config: EmbeddingNoiseConfig, context: Any) -> EmbeddingNoise:
     return EmbeddingNoise(config.sigma)

@@ -42,8 +42,10 @@ def pretrained_prefixes(model: nn.Module) -> tuple[str, ...]:
     prefix = getattr(model, "base_model_prefix", "")
     if prefix and isinstance(getattr(model, prefix, None), nn.Module):
         return (prefix + ".",)
-    raise ConfigError(f"cannot tell which parameters of {type(model).__name__} are pretrained: pass "
-                      "shared='<name prefix>' (e.g. 'encoder.')")
+    raise ConfigError(
+        f"cannot tell which parameters of {type(model).__name__} are pretrained: pass "
+        "shared='<name prefix>' (e.g. 'encoder.')"
+    )
 
 
 class L2SP:
@@ -67,8 +69,13 @@ class L2SP:
         2.0
     """
 
-    def __init__(self, alpha: float = 0.01, beta: float = 0.0, *,
-                 shared: str | Sequence[str] | Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        alpha: float = 0.01,
+        beta: float = 0.0,
+        *,
+        shared: str | Sequence[str] | Callable[[str], bool] | None = None,
+    ) -> None:
         self.alpha = check_number(alpha, "alpha")
         self.beta = check_number(beta, "beta")
         self.shared = shared
@@ -79,8 +86,11 @@ class L2SP:
     def _is_shared(self, model: nn.Module) -> Callable[[str], bool]:
         if callable(self.shared):
             return self.shared
-        prefixes = pretrained_prefixes(model) if self.shared is None else (
-            (self.shared,) if isinstance(self.shared, str) else tuple(self.shared))
+        prefixes = (
+            pretrained_prefixes(model)
+            if self.shared is None
+            else ((self.shared,) if isinstance(self.shared, str) else tuple(self.shared))
+        )
         return lambda name: name.startswith(prefixes)
 
     def prepare(self, model: nn.Module) -> nn.Module:
@@ -96,8 +106,10 @@ class L2SP:
             else:
                 self._new.append(param)
         if not self._anchored:
-            raise ConfigError(f"no parameter of {type(model).__name__} matches shared={self.shared!r}; L2-SP needs "
-                              "the pretrained parameters")
+            raise ConfigError(
+                f"no parameter of {type(model).__name__} matches shared={self.shared!r}; L2-SP needs "
+                "the pretrained parameters"
+            )
         return model
 
     def penalty(self, ctx: StepContext) -> torch.Tensor:
@@ -136,8 +148,13 @@ class L2SPConfig:
         build_l2sp(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "l2sp", config=L2SPConfig, requires=("pretrained",),
-          summary="L2-SP: pull the pretrained weights towards their starting values, L2 on the new ones",
-          reference="lnsr-noise-stability-bert.txt, Sec. 4.2 (Li et al., 2018)")
+@register(
+    "regularizer",
+    "l2sp",
+    config=L2SPConfig,
+    requires=("pretrained",),
+    summary="L2-SP: pull the pretrained weights towards their starting values, L2 on the new ones",
+    reference="lnsr-noise-stability-bert.txt, Sec. 4.2 (Li et al., 2018)",
+)
 def build_l2sp(config: L2SPConfig, context: Any) -> L2SP:
     return L2SP(config.alpha, config.beta, shared=config.shared)

@@ -87,8 +87,13 @@ class LayerNoiseConfig:
         build_layer_noise(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "layer-noise", config=LayerNoiseConfig, requires=("layer_stack",),
-          summary="FT+Noise: Gaussian noise added to layer b's input while training (no penalty)",
-          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (FT+Noise baseline)")
+@register(
+    "regularizer",
+    "layer-noise",
+    config=LayerNoiseConfig,
+    requires=("layer_stack",),
+    summary="FT+Noise: Gaussian noise added to layer b's input while training (no penalty)",
+    reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (FT+Noise baseline)",
+)
 def build_layer_noise(config: LayerNoiseConfig, context: Any) -> LayerNoise:
     return LayerNoise(config.sigma, config.start_layer)

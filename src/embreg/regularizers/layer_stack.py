@@ -36,8 +36,16 @@ from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_state_key, hidden_states_dict
 from embreg.nn.layer_stack import LayerStack, SequentialStack, check_layer_index
 
-__all__ = ["LayerStack", "SequentialStack", "HFEncoderStack", "DropoutReplay", "hidden_state_key",
-           "hidden_states_dict", "layer_stack", "check_layer_index"]
+__all__ = [
+    "LayerStack",
+    "SequentialStack",
+    "HFEncoderStack",
+    "DropoutReplay",
+    "hidden_state_key",
+    "hidden_states_dict",
+    "layer_stack",
+    "check_layer_index",
+]
 
 Batch = dict[str, torch.Tensor]
 Head = Callable[[torch.Tensor, Batch], torch.Tensor]
@@ -46,8 +54,9 @@ Head = Callable[[torch.Tensor, Batch], torch.Tensor]
 class _ExtendedMaskModel(Protocol):
     """A transformers 4 ``PreTrainedModel`` (``ModuleUtilsMixin``): what :func:`_bidirectional_mask` calls."""
 
-    def get_extended_attention_mask(self, attention_mask: torch.Tensor, input_shape: tuple[int, ...]) -> torch.Tensor:
-        ...
+    def get_extended_attention_mask(
+        self, attention_mask: torch.Tensor, input_shape: tuple[int, ...]
+    ) -> torch.Tensor: ...
 
 
 def _bidirectional_mask(base: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None) -> Any:
@@ -74,8 +83,9 @@ class HFEncoderStack(LayerStack):
     def __init__(self, base: nn.Module, head: Head) -> None:
         layers = getattr(getattr(base, "encoder", None), "layer", None)
         if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
-            raise ConfigError(f"{type(base).__name__} has no encoder.layer list; HFEncoderStack needs a BERT-family "
-                              "encoder")
+            raise ConfigError(
+                f"{type(base).__name__} has no encoder.layer list; HFEncoderStack needs a BERT-family encoder"
+            )
         self.base = base
         self.layers = layers
         self.head = head
@@ -89,7 +99,7 @@ class HFEncoderStack(LayerStack):
         mask = batch.get("attention_mask")
         if mask is None:
             return None
-        return _bidirectional_mask(self.base, hidden, mask[:, :hidden.shape[1]])
+        return _bidirectional_mask(self.base, hidden, mask[:, : hidden.shape[1]])
 
     def run_layer(self, index: int, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
         out = self.layers[index - 1](hidden, self._mask(hidden, batch))
@@ -103,16 +113,19 @@ def _hf_classification_head(model: nn.Module, base: nn.Module) -> Head:
     """The head of a Hugging Face ``*ForSequenceClassification`` model as ``(h_L, batch) -> logits``."""
     classifier = getattr(model, "classifier", None)
     if classifier is None:
-        raise ConfigError(f"{type(model).__name__} has no 'classifier'; give it a layer_stack() method or wrap its "
-                          "encoder in embreg.models.EncoderClassifier")
+        raise ConfigError(
+            f"{type(model).__name__} has no 'classifier'; give it a layer_stack() method or wrap its "
+            "encoder in embreg.models.EncoderClassifier"
+        )
     pooler = getattr(base, "pooler", None)
     dropout = getattr(model, "dropout", None)
     if pooler is not None and dropout is not None:  # BERT: dropout(pooler(h[:, 0])) -> linear
         return lambda h, batch: classifier(dropout(pooler(h)))
     if hasattr(classifier, "out_proj"):  # RoBERTa-style heads take the whole sequence
         return lambda h, batch: classifier(h)
-    raise ConfigError(f"cannot tell how the head of {type(model).__name__} reads the encoder's states; give it a "
-                      "layer_stack() method")
+    raise ConfigError(
+        f"cannot tell how the head of {type(model).__name__} reads the encoder's states; give it a layer_stack() method"
+    )
 
 
 def layer_stack(model: nn.Module) -> LayerStack:
@@ -137,13 +150,15 @@ def layer_stack(model: nn.Module) -> LayerStack:
         if isinstance(encoder, nn.Module):
             return HFEncoderStack(encoder, predict_from_hidden)  # embreg's EncoderClassifier
     base = getattr(model, "base_model", None)
-    if isinstance(base, nn.Module) and isinstance(getattr(getattr(base, "encoder", None), "layer", None),
-                                                  nn.ModuleList):
+    if isinstance(base, nn.Module) and isinstance(
+        getattr(getattr(base, "encoder", None), "layer", None), nn.ModuleList
+    ):
         head = _hf_classification_head(model, base) if base is not model else (lambda h, batch: h)
         return HFEncoderStack(base, head)
     raise ConfigError(
         f"{type(model).__name__} has no layer stack: give it a layer_stack() method returning a LayerStack (see "
-        "SequentialStack), or use a Hugging Face BERT-family model or embreg.models.EncoderClassifier")
+        "SequentialStack), or use a Hugging Face BERT-family model or embreg.models.EncoderClassifier"
+    )
 
 
 class DropoutReplay:

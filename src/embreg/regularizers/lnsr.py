@@ -37,7 +37,9 @@ __all__ = ["LNSR", "noise_stability_terms"]
 
 
 def noise_stability_terms(
-    noisy: Sequence[torch.Tensor], clean: Sequence[torch.Tensor], attention_mask: torch.Tensor | None = None,
+    noisy: Sequence[torch.Tensor],
+    clean: Sequence[torch.Tensor],
+    attention_mask: torch.Tensor | None = None,
     reduction: Literal["mean", "sum"] = "mean",
 ) -> torch.Tensor:
     """``|| noisy_r - clean_r ||^2`` per layer ``r``, averaged over the batch.
@@ -67,7 +69,7 @@ def noise_stability_terms(
         if squared.dim() == 3:
             squared = squared.sum(dim=-1)  # (B, T)
             if attention_mask is not None:
-                weights = attention_mask[:, :squared.shape[1]].to(squared.dtype)
+                weights = attention_mask[:, : squared.shape[1]].to(squared.dtype)
                 per_example = (squared * weights).sum(dim=1)
                 count = weights.sum(dim=1).clamp(min=1.0) * a.shape[-1]
             else:
@@ -113,8 +115,15 @@ class LNSR:
         True
     """
 
-    def __init__(self, sigma: float = 0.1, start_layer: int = 1, weights: float | Sequence[float] = 1.0, *,
-                 reduction: Literal["mean", "sum"] = "mean", replay_dropout: bool = True) -> None:
+    def __init__(
+        self,
+        sigma: float = 0.1,
+        start_layer: int = 1,
+        weights: float | Sequence[float] = 1.0,
+        *,
+        reduction: Literal["mean", "sum"] = "mean",
+        replay_dropout: bool = True,
+    ) -> None:
         self.sigma = check_number(sigma, "sigma")
         self.start_layer = check_positive_int(start_layer, "start_layer")
         if isinstance(weights, (int, float)) and not isinstance(weights, bool):
@@ -145,8 +154,9 @@ class LNSR:
         if isinstance(self.weights, float):
             return torch.full((count,), self.weights)
         if len(self.weights) != count:
-            raise ConfigError(f"weights has {len(self.weights)} entries; layers {self.start_layer}..{num_layers} "
-                              f"need {count}")
+            raise ConfigError(
+                f"weights has {len(self.weights)} entries; layers {self.start_layer}..{num_layers} need {count}"
+            )
         return torch.tensor(self.weights)
 
     def prepare(self, model: nn.Module) -> nn.Module:
@@ -178,8 +188,10 @@ class LNSR:
         noisy_input = x + torch.randn_like(x) * self.sigma
         if self.replay_dropout and ctx.model.training:
             if not self._replay.attached:
-                raise ConfigError("LNSR(replay_dropout=True) needs prepare(model) before training (embreg's Trainer "
-                                  "and HF adapter call it); or pass replay_dropout=False")
+                raise ConfigError(
+                    "LNSR(replay_dropout=True) needs prepare(model) before training (embreg's Trainer "
+                    "and HF adapter call it); or pass replay_dropout=False"
+                )
             with self._replay.replaying(x):
                 noisy = stack.run(noisy_input, ctx.batch, start)
         else:
@@ -203,9 +215,19 @@ class LNSRConfig:
         build_lnsr(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "lnsr", config=LNSRConfig, requires=("layer_stack",),
-          summary="LNSR: Gaussian noise at layer b's input, penalise the change of every later layer's output",
-          reference="lnsr-noise-stability-bert.txt, eq. 6-7 (Sec. 3.2)")
+@register(
+    "regularizer",
+    "lnsr",
+    config=LNSRConfig,
+    requires=("layer_stack",),
+    summary="LNSR: Gaussian noise at layer b's input, penalise the change of every later layer's output",
+    reference="lnsr-noise-stability-bert.txt, eq. 6-7 (Sec. 3.2)",
+)
 def build_lnsr(config: LNSRConfig, context: Any) -> LNSR:
-    return LNSR(config.sigma, config.start_layer, config.weights, reduction=config.reduction,
-                replay_dropout=config.replay_dropout)
+    return LNSR(
+        config.sigma,
+        config.start_layer,
+        config.weights,
+        reduction=config.reduction,
+        replay_dropout=config.replay_dropout,
+    )

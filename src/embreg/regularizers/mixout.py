@@ -33,8 +33,9 @@ from embreg.regularizers._checks import check_number
 __all__ = ["Mixout", "MixoutLinear", "mixout_weight"]
 
 
-def mixout_weight(weight: torch.Tensor, target: torch.Tensor, p: float, generator: torch.Generator | None = None
-                  ) -> torch.Tensor:
+def mixout_weight(
+    weight: torch.Tensor, target: torch.Tensor, p: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``((1 - M) W + M u - p u) / (1 - p)`` with ``M ~ Bernoulli(p)`` entry-wise (Lee et al., 2020, eq. for mixout).
 
     Args:
@@ -71,8 +72,16 @@ class MixoutLinear(nn.Linear):
 
     target: torch.Tensor  # a buffer, registered in __init__ / from_linear
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, p: float = 0.1,
-                 device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        p: float = 0.1,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.p = check_number(p, "p", high=1.0)
         self.register_buffer("target", self.weight.detach().clone())
@@ -142,8 +151,10 @@ class Mixout:
                     setattr(module, child_name, MixoutLinear.from_linear(child, self.p))
                     self.replaced.append(full)
         if not self.replaced:
-            raise ConfigError(f"{type(model).__name__} has no nn.Linear layer matching include={self.include!r}; "
-                              "Mixout needs at least one")
+            raise ConfigError(
+                f"{type(model).__name__} has no nn.Linear layer matching include={self.include!r}; "
+                "Mixout needs at least one"
+            )
         return model
 
 
@@ -158,8 +169,13 @@ class MixoutConfig:
         build_mixout(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "mixout", config=MixoutConfig, requires=("linear_layers",),
-          summary="Mixout: swap linear weights for their starting values with probability p",
-          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Lee et al., 2020)")
+@register(
+    "regularizer",
+    "mixout",
+    config=MixoutConfig,
+    requires=("linear_layers",),
+    summary="Mixout: swap linear weights for their starting values with probability p",
+    reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Lee et al., 2020)",
+)
 def build_mixout(config: MixoutConfig, context: Any) -> Mixout:
     return Mixout(config.p, include=config.include)

@@ -44,8 +44,15 @@ class R3F:
         'normal'
     """
 
-    def __init__(self, weight: float = 1.0, sigma: float = 1e-5, *, noise: Literal["normal", "uniform"] = "normal",
-                 divergence: DivergenceKind = "auto", replay_dropout: bool = False) -> None:
+    def __init__(
+        self,
+        weight: float = 1.0,
+        sigma: float = 1e-5,
+        *,
+        noise: Literal["normal", "uniform"] = "normal",
+        divergence: DivergenceKind = "auto",
+        replay_dropout: bool = False,
+    ) -> None:
         self.weight = check_number(weight, "weight")
         self.sigma = check_number(sigma, "sigma")
         if noise not in ("normal", "uniform"):
@@ -103,9 +110,19 @@ class R3FConfig:
         build_r3f(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "r3f", config=R3FConfig, requires=("layer_stack",),
-          summary="R3F: predictions kept stable under random noise on the embedding output (2x a step)",
-          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Aghajanyan et al., 2020)")
+@register(
+    "regularizer",
+    "r3f",
+    config=R3FConfig,
+    requires=("layer_stack",),
+    summary="R3F: predictions kept stable under random noise on the embedding output (2x a step)",
+    reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Aghajanyan et al., 2020)",
+)
 def build_r3f(config: R3FConfig, context: Any) -> R3F:
-    return R3F(config.weight, config.sigma, noise=config.noise, divergence=config.divergence,
-               replay_dropout=config.replay_dropout)
+    return R3F(
+        config.weight,
+        config.sigma,
+        noise=config.noise,
+        divergence=config.divergence,
+        replay_dropout=config.replay_dropout,
+    )

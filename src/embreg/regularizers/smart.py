@@ -88,9 +88,20 @@ class SMART:
         (0.001, 1)
     """
 
-    def __init__(self, weight: float = 1.0, epsilon: float = 1e-5, step_size: float = 1e-3, init_std: float = 1e-5,
-                 steps: int = 1, *, norm: Literal["inf", "l2"] = "inf", divergence: DivergenceKind = "auto",
-                 bregman_weight: float = 0.0, bregman_momentum: float = 0.99, replay_dropout: bool = False) -> None:
+    def __init__(
+        self,
+        weight: float = 1.0,
+        epsilon: float = 1e-5,
+        step_size: float = 1e-3,
+        init_std: float = 1e-5,
+        steps: int = 1,
+        *,
+        norm: Literal["inf", "l2"] = "inf",
+        divergence: DivergenceKind = "auto",
+        bregman_weight: float = 0.0,
+        bregman_momentum: float = 0.99,
+        replay_dropout: bool = False,
+    ) -> None:
         self.weight = check_number(weight, "weight")
         self.epsilon = check_number(epsilon, "epsilon", low_open=True)
         self.step_size = check_number(step_size, "step_size", low_open=True)
@@ -119,27 +130,31 @@ class SMART:
             self._ema = {name: p.detach().clone() for name, p in model.named_parameters()}
         return model
 
-    def _predict(self, stack: LayerStack, x: torch.Tensor, batch: dict, training: bool, key: torch.Tensor
-                 ) -> torch.Tensor:
+    def _predict(
+        self, stack: LayerStack, x: torch.Tensor, batch: dict, training: bool, key: torch.Tensor
+    ) -> torch.Tensor:
         if self.replay_dropout and training:
             with self._replay.replaying(key):
                 return stack.predict(stack.run(x, batch, 1)[-1], batch)
         return stack.predict(stack.run(x, batch, 1)[-1], batch)
 
-    def perturbation(self, stack: LayerStack, x: torch.Tensor, clean: torch.Tensor, batch: dict, training: bool
-                     ) -> torch.Tensor:
+    def perturbation(
+        self, stack: LayerStack, x: torch.Tensor, clean: torch.Tensor, batch: dict, training: bool
+    ) -> torch.Tensor:
         """The adversarial ``delta`` (same shape as ``x``, inside the epsilon-ball), found without parameter grads."""
-        delta = (torch.randn_like(x) * self.init_std)
+        delta = torch.randn_like(x) * self.init_std
         delta = project_to_ball(delta, self.epsilon, self.norm)
         base, target = x.detach(), clean.detach()
         for _ in range(self.steps):
             with torch.enable_grad():  # the ascent needs input gradients even if the caller disabled them
                 delta.requires_grad_(True)
-                loss = prediction_divergence(self._predict(stack, base + delta, batch, training, x), target,
-                                             self.divergence)
+                loss = prediction_divergence(
+                    self._predict(stack, base + delta, batch, training, x), target, self.divergence
+                )
                 (grad,) = torch.autograd.grad(loss, delta)
-            delta = project_to_ball(delta.detach() + self.step_size * normalize_per_token(grad, self.norm),
-                                    self.epsilon, self.norm)
+            delta = project_to_ball(
+                delta.detach() + self.step_size * normalize_per_token(grad, self.norm), self.epsilon, self.norm
+            )
         return delta.detach()
 
     def penalty(self, ctx: StepContext) -> torch.Tensor:
@@ -217,10 +232,24 @@ class SMARTConfig:
         build_smart(self, None)  # the class checks every argument: a bad value fails when the recipe loads
 
 
-@register("regularizer", "smart", config=SMARTConfig, requires=("layer_stack",),
-          summary="SMART: adversarial smoothness of the predictions around the embedding output (+ Bregman)",
-          reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Jiang et al., 2020)")
+@register(
+    "regularizer",
+    "smart",
+    config=SMARTConfig,
+    requires=("layer_stack",),
+    summary="SMART: adversarial smoothness of the predictions around the embedding output (+ Bregman)",
+    reference="lnsr-noise-stability-bert.txt, Sec. 5.4 (Jiang et al., 2020)",
+)
 def build_smart(config: SMARTConfig, context: Any) -> SMART:
-    return SMART(config.weight, config.epsilon, config.step_size, config.init_std, config.steps, norm=config.norm,
-                 divergence=config.divergence, bregman_weight=config.bregman_weight,
-                 bregman_momentum=config.bregman_momentum, replay_dropout=config.replay_dropout)
+    return SMART(
+        config.weight,
+        config.epsilon,
+        config.step_size,
+        config.init_std,
+        config.steps,
+        norm=config.norm,
+        divergence=config.divergence,
+        bregman_weight=config.bregman_weight,
+        bregman_momentum=config.bregman_momentum,
+        replay_dropout=config.replay_dropout,
+    )

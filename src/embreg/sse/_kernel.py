@@ -32,8 +32,9 @@ from embreg.sse._validation import check_ids_range
 
 __all__ = ["backend_name", "fused_kernel", "kernel_mode", "with_range_error"]
 
-_KERNEL = NativeKernel("embreg_sse_sampler", Path(__file__).with_name("csrc") / "sse_sampler.cpp",
-                       "EMBREG_SSE_KERNEL", "SSE")
+_KERNEL = NativeKernel(
+    "embreg_sse_sampler", Path(__file__).with_name("csrc") / "sse_sampler.cpp", "EMBREG_SSE_KERNEL", "SSE"
+)
 
 
 def kernel_mode() -> str:

@@ -104,7 +104,9 @@ class IndexTransform(nn.Module, abc.ABC):
         """
         return None
 
-    def _run_kernel(self, ids: torch.Tensor, call: Callable[[Any, torch.Generator], torch.Tensor]) -> torch.Tensor | None:
+    def _run_kernel(
+        self, ids: torch.Tensor, call: Callable[[Any, torch.Generator], torch.Tensor]
+    ) -> torch.Tensor | None:
         """``call(kernel, generator)`` for non-empty integer CPU ids when the fused kernel is available, else None."""
         if ids.dtype not in ID_DTYPES or ids.numel() == 0:
             return None
@@ -232,4 +234,3 @@ KIND_SEED_OFFSETS = {"user": 0, "item": 1, "token": 2, "label": 3}
 def recipe_seed(context: Any, seed_offset: int) -> int:
     """The seed of the index transform a recipe builds for ``context.kind``: training seed + offset + kind's."""
     return int(context.seed) + seed_offset + KIND_SEED_OFFSETS.get(context.kind, len(KIND_SEED_OFFSETS))
-

@@ -48,9 +48,7 @@ _GAP_BATCH_SLACK_SD = 6.0
 _DENSE_PATH_MAX_IDS = 1 << 15
 
 
-def sse_se(
-    ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None = None
-) -> torch.Tensor:
+def sse_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """SSE-SE: keep each id with probability 1 - p, else swap it for a uniform *other* id.
 
     Implements sse-stochastic-shared-embeddings.txt, eq. 5:

@@ -76,15 +76,14 @@ class SSEGraph(IndexTransform):
     @property
     def graph(self) -> NeighbourGraph:
         """The neighbour graph, on the module's current device."""
-        return NeighbourGraph._from_parts(
-            self.graph_indptr, self.graph_indices, self.graph_degree, self.num_embeddings
-        )
+        return NeighbourGraph._from_parts(self.graph_indptr, self.graph_indices, self.graph_degree, self.num_embeddings)
 
     def _fused_sample(self, ids: torch.Tensor) -> torch.Tensor | None:
         if self.graph_indptr.device.type != "cpu":
             return None
         return self._run_kernel(
-            ids, lambda kernel, gen: kernel.sse_graph(ids, self.graph_indptr, self.graph_indices, self._p, self._rho, gen)
+            ids,
+            lambda kernel, gen: kernel.sse_graph(ids, self.graph_indptr, self.graph_indices, self._p, self._rho, gen),
         )
 
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
@@ -132,9 +131,14 @@ class SSEGraphConfig:
             raise ConfigError(f"rho={self.rho} must be >= 1")
 
 
-@register("index_transform", "sse-graph", config=SSEGraphConfig, kinds=("user", "item"),
-          summary="SSE-Graph: swaps favour the id's neighbours in a knowledge graph by a factor rho",
-          reference="sse-stochastic-shared-embeddings.txt, eq. 3")
+@register(
+    "index_transform",
+    "sse-graph",
+    config=SSEGraphConfig,
+    kinds=("user", "item"),
+    summary="SSE-Graph: swaps favour the id's neighbours in a knowledge graph by a factor rho",
+    reference="sse-stochastic-shared-embeddings.txt, eq. 3",
+)
 def build_sse_graph(config: SSEGraphConfig, context: Any) -> SSEGraph:
     """:class:`SSEGraph` over the task's graph ``config.graph`` on ``context.kind`` ids."""
     name = config.graph if config.graph is not None else DEFAULT_GRAPHS.get(context.kind, "kg")

@@ -113,10 +113,16 @@ class LabelSSEConfig:
         check_probability(self.p)
 
 
-@register("index_transform", "label-sse", config=LabelSSEConfig, kinds=("label",),
-          summary="SSE-SE on label/target ids (output embeddings)",
-          reference="sse-stochastic-shared-embeddings.txt, Sec. 3 and Table 4 (p_y)")
+@register(
+    "index_transform",
+    "label-sse",
+    config=LabelSSEConfig,
+    kinds=("label",),
+    summary="SSE-SE on label/target ids (output embeddings)",
+    reference="sse-stochastic-shared-embeddings.txt, Sec. 3 and Table 4 (p_y)",
+)
 def build_label_sse(config: LabelSSEConfig, context: Any) -> LabelSSE:
     """:class:`LabelSSE` over every class of ``context.kind``."""
-    return LabelSSE(context.num_ids(), config.p, ignore_index=config.ignore_index,
-                    seed=recipe_seed(context, config.seed_offset))
+    return LabelSSE(
+        context.num_ids(), config.p, ignore_index=config.ignore_index, seed=recipe_seed(context, config.seed_offset)
+    )

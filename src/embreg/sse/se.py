@@ -66,9 +66,13 @@ class SSEConfig:
         check_probability(self.p)
 
 
-@register("index_transform", "sse-se", config=SSEConfig,
-          summary="SSE-SE: swap an id for a uniformly drawn other id with probability p",
-          reference="sse-stochastic-shared-embeddings.txt, eq. 5 (Alg. 1)")
+@register(
+    "index_transform",
+    "sse-se",
+    config=SSEConfig,
+    summary="SSE-SE: swap an id for a uniformly drawn other id with probability p",
+    reference="sse-stochastic-shared-embeddings.txt, eq. 5 (Alg. 1)",
+)
 def build_sse(config: SSEConfig, context: Any) -> SSE:
     """:class:`SSE` over every id of ``context.kind``."""
     return SSE(context.num_ids(), config.p, seed=recipe_seed(context, config.seed_offset))

@@ -74,8 +74,7 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     try:
         records = run_study(spec, log, workers=args.workers, extra_overrides=args.set, progress=args.progress)
     except KeyboardInterrupt:
-        print(f"embreg: interrupted; finished runs are in {log}: run the same command again to resume",
-              file=sys.stderr)
+        print(f"embreg: interrupted; finished runs are in {log}: run the same command again to resume", file=sys.stderr)
         return 130
     final = sum(r.phase == "final" for r in records)
     print(f"{spec.name}: {len(records)} runs in {log} ({final} final)")
@@ -95,8 +94,7 @@ def cmd_study_report(args: argparse.Namespace) -> int:
     log = Path(args.log) if args.log else default_log_path(study, spec.name)
     records = RunLog(log).read()
     if not any(r.phase == "final" for r in records):
-        raise DataError(f"study log {log} has no final runs to report; run the study first: "
-                        f"{_command(study, [])}")
+        raise DataError(f"study log {log} has no final runs to report; run the study first: {_command(study, [])}")
     _report(spec, records, Path(args.results), _command(study, []))
     return 0
 
@@ -110,18 +108,25 @@ def cmd_study_hub(args: argparse.Namespace) -> int:
 
 def add_study_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``embreg study run|report|hub`` to the ``embreg`` parser's subcommands; returns the ``study`` parser."""
-    study = subparsers.add_parser("study", help="run a study file (recipes x overrides x seeds, tuned, resumable) "
-                                                "and write its results page")
+    study = subparsers.add_parser(
+        "study", help="run a study file (recipes x overrides x seeds, tuned, resumable) and write its results page"
+    )
     sub = study.add_subparsers(dest="study_command", required=True)
 
     run = sub.add_parser("run", help="run (or resume) a study, then write its page and the results hub")
     run.add_argument("study", help="the study file (studies/<name>.yaml)")
     run.add_argument("--workers", type=_positive_int, default=1, help="runs trained at once (processes)")
     run.add_argument("--log", help="run log (default <study folder>/logs/<name>.jsonl)")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="override of every run, after the study's own (recorded in the log)")
-    run.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
-                     help="write the page and the hub afterwards")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override of every run, after the study's own (recorded in the log)",
+    )
+    run.add_argument(
+        "--report", action=argparse.BooleanOptionalAction, default=True, help="write the page and the hub afterwards"
+    )
     run.add_argument("--results", default="docs/results", help="results folder (default docs/results)")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar")
     run.set_defaults(func=cmd_study_run)

@@ -96,8 +96,11 @@ def _rows(folder: str, summary: dict[str, Any]) -> list[str]:
     claims = summary.get("claims") or []
     if not claims:
         return [f"| {_cell(summary.get('title', folder))} | see the page | — | {seeds} | {machine} | {link} |"]
-    return [f"| {_cell(c.get('claim', '—'))} | {_cell(c.get('reading', '—'))} | **{_cell(c.get('verdict', '—'))}** | "
-            f"{seeds} | {machine} | {link} |" for c in claims]
+    return [
+        f"| {_cell(c.get('claim', '—'))} | {_cell(c.get('reading', '—'))} | **{_cell(c.get('verdict', '—'))}** | "
+        f"{seeds} | {machine} | {link} |"
+        for c in claims
+    ]
 
 
 TABLE_HEAD = ["| claim | reading | verdict | seeds | machine | page |", "|---|---|---|---|---|---|"]

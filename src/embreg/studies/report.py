@@ -41,8 +41,18 @@ from embreg.studies.spec import ClaimSpec, StudySpec
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
 
-__all__ = ["write_report", "judge", "claim_row", "format_number", "format_p", "machine_short", "REPRODUCED",
-           "OPPOSITE", "NOT_REPRODUCED", "MAX_LINES"]
+__all__ = [
+    "write_report",
+    "judge",
+    "claim_row",
+    "format_number",
+    "format_p",
+    "machine_short",
+    "REPRODUCED",
+    "OPPOSITE",
+    "NOT_REPRODUCED",
+    "MAX_LINES",
+]
 
 REPRODUCED = "reproduced"
 OPPOSITE = "opposite"
@@ -125,8 +135,14 @@ def judge(variant: Sequence[float], baseline: Sequence[float], better: str) -> t
     return (REPRODUCED if wins else OPPOSITE), p
 
 
-def _values(spec: StudySpec, records: Sequence[RunRecord], variant: str, point: dict[str, Any], metric: str,
-            chosen: dict[tuple[str, str], dict[str, Any] | None]) -> list[float]:
+def _values(
+    spec: StudySpec,
+    records: Sequence[RunRecord],
+    variant: str,
+    point: dict[str, Any],
+    metric: str,
+    chosen: dict[tuple[str, str], dict[str, Any] | None],
+) -> list[float]:
     setting = chosen.get((variant, json.dumps(point, sort_keys=True, default=str)))
     out = []
     for record in final_records(spec, records, variant, point, setting):
@@ -143,8 +159,12 @@ def _claim_points(spec: StudySpec, claim: ClaimSpec) -> list[dict[str, Any]]:
     return [p for p in points if all(same_point({k: p.get(k)}, {k: v}) for k, v in claim.point.items())]
 
 
-def claim_row(spec: StudySpec, records: Sequence[RunRecord], claim: ClaimSpec,
-              chosen: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> ClaimRow:
+def claim_row(
+    spec: StudySpec,
+    records: Sequence[RunRecord],
+    claim: ClaimSpec,
+    chosen: dict[tuple[str, str], dict[str, Any] | None] | None = None,
+) -> ClaimRow:
     """Reads ``claim`` from the final runs (see the module docstring for the verdict)."""
     chosen = chosen if chosen is not None else _chosen_settings(spec, records)
     baseline = str(claim.baseline or spec.baseline)
@@ -157,8 +177,10 @@ def claim_row(spec: StudySpec, records: Sequence[RunRecord], claim: ClaimSpec,
         b = _values(spec, records, baseline, point, claim.metric, chosen)
         verdict, p = judge(a, b, claim.better)
         where = f"{_point_label(point)}: " if len(points) > 1 else ""
-        readings.append(f"{where}{claim.variant} {_mean_std(a)} vs {baseline} {_mean_std(b)} "
-                        f"(n={len(a)}/{len(b)}, Welch p={format_p(p)})")
+        readings.append(
+            f"{where}{claim.variant} {_mean_std(a)} vs {baseline} {_mean_std(b)} "
+            f"(n={len(a)}/{len(b)}, Welch p={format_p(p)})"
+        )
         verdicts.append(verdict)
         ps.append(p)
     if len(points) == 1:
@@ -178,7 +200,9 @@ def _point_key(point: dict[str, Any]) -> str:
     return json.dumps(point, sort_keys=True, default=str)
 
 
-def _tuning(spec: StudySpec, records: Sequence[RunRecord]) -> dict[tuple[str, str], tuple[str, str, list[TuningRow], int]]:
+def _tuning(
+    spec: StudySpec, records: Sequence[RunRecord]
+) -> dict[tuple[str, str], tuple[str, str, list[TuningRow], int]]:
     """(variant, point) -> (metric, mode, rows in the order tried, index of the chosen row)."""
     out: dict[tuple[str, str], tuple[str, str, list[TuningRow], int]] = {}
     if spec.tune is None:
@@ -192,8 +216,9 @@ def _tuning(spec: StudySpec, records: Sequence[RunRecord]) -> dict[tuple[str, st
     return out
 
 
-def _chosen_settings(spec: StudySpec, records: Sequence[RunRecord],
-                     tuning: dict | None = None) -> dict[tuple[str, str], dict[str, Any] | None]:
+def _chosen_settings(
+    spec: StudySpec, records: Sequence[RunRecord], tuning: dict | None = None
+) -> dict[tuple[str, str], dict[str, Any] | None]:
     if spec.tune is None:
         return {(v, _point_key(p)): {} for v in spec.variants for p in spec.points()}
     tuning = tuning if tuning is not None else _tuning(spec, records)
@@ -259,8 +284,10 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
             if variant == spec.baseline:
                 cells += ["—", "—"]
             elif values[metric] and base[metric]:
-                cells += [format_p(welch_t_test(values[metric], base[metric])),
-                          format_p(mann_whitney_u(values[metric], base[metric]))]
+                cells += [
+                    format_p(welch_t_test(values[metric], base[metric])),
+                    format_p(mann_whitney_u(values[metric], base[metric])),
+                ]
             else:
                 cells += ["n/a", "n/a"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -273,17 +300,23 @@ def _tuning_table(metric: str, mode: str, rows: list[TuningRow], index: int, top
     order = list(range(len(rows)))
     note = f"{len(rows)} settings tried, in the order tried"
     if top is not None and len(rows) > top:
-        ranked = sorted(order, key=lambda i: (math.isnan(rows[i].mean),
-                                              rows[i].mean if mode == "min" else -rows[i].mean, i))
+        ranked = sorted(
+            order, key=lambda i: (math.isnan(rows[i].mean), rows[i].mean if mode == "min" else -rows[i].mean, i)
+        )
         order = ranked[:top]
         note = f"{len(rows)} settings tried; the best {top} shown"
     better = "lower" if mode == "min" else "higher"
-    lines = [f"{note}; mean `{metric}` over the tuning seeds ({better} is better).", "",
-             f"| setting | mean {_cell(metric)} | n | |", "|---|---:|---:|---|"]
+    lines = [
+        f"{note}; mean `{metric}` over the tuning seeds ({better} is better).",
+        "",
+        f"| setting | mean {_cell(metric)} | n | |",
+        "|---|---:|---:|---|",
+    ]
     for i in order:
         mark = "**chosen**" if i == index else ""
-        lines.append(f"| {_cell(_setting_label(rows[i].setting))} | {format_number(rows[i].mean)} | {rows[i].n} | "
-                     f"{mark} |")
+        lines.append(
+            f"| {_cell(_setting_label(rows[i].setting))} | {format_number(rows[i].mean)} | {rows[i].n} | {mark} |"
+        )
     return lines
 
 
@@ -296,8 +329,10 @@ def _tuning_compact(spec: StudySpec, tuning: dict) -> list[str]:
                 continue
             metric, _, rows, index = entry
             row = rows[index]
-            lines.append(f"| {_cell(variant)} | {_cell(_point_label(point))} | {len(rows)} | "
-                         f"{_cell(_setting_label(row.setting))} | {format_number(row.mean)} ({row.n}) |")
+            lines.append(
+                f"| {_cell(variant)} | {_cell(_point_label(point))} | {len(rows)} | "
+                f"{_cell(_setting_label(row.setting))} | {format_number(row.mean)} ({row.n}) |"
+            )
     return lines
 
 
@@ -338,16 +373,20 @@ def _how_it_was_run(spec: StudySpec, records: Sequence[RunRecord], command: str)
     if spec.tune is not None:
         t = spec.tune
         budget = "every combination of the space" if t.method == "grid" else f"{t.trials} TPE trials (sampler seed 0)"
-        lines.append(f"- tuning: {t.method}, {budget}, {t.seeds} seed(s) each ({', '.join(map(str, tune_seeds(spec)))}), "
-                     "on the validation split; the same budget for every variant")
+        lines.append(
+            f"- tuning: {t.method}, {budget}, {t.seeds} seed(s) each ({', '.join(map(str, tune_seeds(spec)))}), "
+            "on the validation split; the same budget for every variant"
+        )
     machines = _distinct([_machine_long(r.machine) for r in records if r.machine])
     lines += [f"- machine: {text}" for text in machines[:5]]
     if len(machines) > 5:
         lines.append(f"- ... and {len(machines) - 5} more machine records (see the run log)")
     hours = sum(r.seconds for r in records) / 3600
     lines.append(f"- runs: {len(records)} ({len(tuned)} tuning, {len(final)} final), {hours:.2f} h of training in all")
-    lines.append(f"- command: `{command}` (resumes from the run log; every run's overrides are in the log, so any "
-                 "run can be repeated alone with `embreg run RECIPE --set ...`)")
+    lines.append(
+        f"- command: `{command}` (resumes from the run log; every run's overrides are in the log, so any "
+        "run can be repeated alone with `embreg run RECIPE --set ...`)"
+    )
     finished = sorted(r.finished for r in records if r.finished)
     if finished:
         span = f"at {finished[0]}" if finished[0] == finished[-1] else f"between {finished[0]} and {finished[-1]}"
@@ -403,8 +442,7 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
     out.mkdir(parents=True, exist_ok=True)
     records = [r for r in records if r.study == spec.name and r.variant in spec.variants]
     if not any(r.phase == "final" for r in records):
-        raise DataError(f"study {spec.name}: the run log has no final runs to report; run it first "
-                        f"(embreg study run)")
+        raise DataError(f"study {spec.name}: the run log has no final runs to report; run it first (embreg study run)")
     tuning = _tuning(spec, records)
     chosen = _chosen_settings(spec, records, tuning)
 
@@ -416,7 +454,12 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
     figure = f"box-{_slug(spec.metrics[0])}.png" if spec.metrics else ""
     has_figure = bool(figure) and _box_plot(spec, records, chosen, out / figure)
 
-    head = [f"# {spec.title}", "", f"Paper: `{spec.paper}`" + (f" · Dataset: {spec.dataset}" if spec.dataset else ""), ""]
+    head = [
+        f"# {spec.title}",
+        "",
+        f"Paper: `{spec.paper}`" + (f" · Dataset: {spec.dataset}" if spec.dataset else ""),
+        "",
+    ]
     if spec.description:
         head += [spec.description.strip(), ""]
     head += ["Generated by `embreg study report` from the run log; do not edit.", ""]
@@ -424,8 +467,11 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
     if rows:
         claims += ["| claim | reading | verdict |", "|---|---|---|"]
         claims += [f"| {_cell(r.claim)} | {_cell(r.reading)} | **{_cell(r.verdict)}** |" for r in rows]
-        claims += ["", "Verdict: two-sided Welch t-test over the final seeds against the baseline, 5% level; "
-                       "`reproduced` = better in the paper's direction, `opposite` = significantly worse."]
+        claims += [
+            "",
+            "Verdict: two-sided Welch t-test over the final seeds against the baseline, 5% level; "
+            "`reproduced` = better in the paper's direction, `opposite` = significantly worse.",
+        ]
     else:
         claims += ["No claims are checked by this study."]
     claims.append("")
@@ -436,8 +482,11 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
         if len(points) > 1:
             comparison_full += [f"### {_point_label(point)}", ""]
         comparison_full += _comparison(spec, records, point, chosen) + [""]
-    comparison_full += ["p-values: two-sided tests of each variant's final seeds against the baseline "
-                        f"`{spec.baseline}` (test metrics at the best validation epoch); n/a below two seeds.", ""]
+    comparison_full += [
+        "p-values: two-sided tests of each variant's final seeds against the baseline "
+        f"`{spec.baseline}` (test metrics at the best validation epoch); n/a below two seeds.",
+        "",
+    ]
     if has_figure:
         comparison_full += [f"![{spec.metrics[0]} per variant]({figure})", ""]
 
@@ -475,8 +524,11 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
     comparison = comparison_full
     if len(lines) > MAX_LINES:
         extra_files["comparison.md"] = [f"# {spec.title}: comparison", ""] + comparison_full
-        comparison = [f"{len(points)} grid points; every table: [comparison.md](comparison.md). The points the "
-                      "claims are read at:", ""]
+        comparison = [
+            f"{len(points)} grid points; every table: [comparison.md](comparison.md). The points the "
+            "claims are read at:",
+            "",
+        ]
         for point in _shown_points(spec):
             comparison += [f"### {_point_label(point)}", ""] + _comparison(spec, records, point, chosen) + [""]
         comparison += [f"![{spec.metrics[0]} per variant]({figure})", ""] if has_figure else []
@@ -496,10 +548,23 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
 
     machines = _distinct([machine_short(r.machine) for r in records if r.machine]) or ["unknown"]
     summary = {
-        "name": spec.name, "title": spec.title, "paper": spec.paper, "kind": "study", "page": "README.md",
-        "claims": [{"claim": r.claim, "reading": r.reading, "verdict": r.verdict,
-                    "p": None if r.p is None or math.isnan(r.p) else float(r.p)} for r in rows],
-        "seeds": f"{spec.seeds} per variant and point", "machine": "; ".join(machines), "command": command,
+        "name": spec.name,
+        "title": spec.title,
+        "paper": spec.paper,
+        "kind": "study",
+        "page": "README.md",
+        "claims": [
+            {
+                "claim": r.claim,
+                "reading": r.reading,
+                "verdict": r.verdict,
+                "p": None if r.p is None or math.isnan(r.p) else float(r.p),
+            }
+            for r in rows
+        ],
+        "seeds": f"{spec.seeds} per variant and point",
+        "machine": "; ".join(machines),
+        "command": command,
     }
     atomic_write_json(out / "summary.json", summary)
     return summary

@@ -45,8 +45,14 @@ def machine_record() -> dict[str, Any]:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"platform": platform.platform(), "processor": platform.machine(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "gpu": gpu}
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "gpu": gpu,
+    }
 
 
 @dataclass

@@ -56,9 +56,25 @@ from embreg.errors import ConfigError, DataError, TrainingError
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
 
-__all__ = ["run_study", "StudyRunError", "LogLockedError", "lock_log", "default_log_path", "Job", "run_overrides",
-           "metric_direction", "tune_metric", "tune_seeds", "TuningRow", "tuning_rows", "choose", "final_records",
-           "planned_runs", "same_point", "execute"]
+__all__ = [
+    "run_study",
+    "StudyRunError",
+    "LogLockedError",
+    "lock_log",
+    "default_log_path",
+    "Job",
+    "run_overrides",
+    "metric_direction",
+    "tune_metric",
+    "tune_seeds",
+    "TuningRow",
+    "tuning_rows",
+    "choose",
+    "final_records",
+    "planned_runs",
+    "same_point",
+    "execute",
+]
 
 LOWER_IS_BETTER = ("rmse", "mae", "mse", "loss", "logloss", "ppl", "seconds")
 
@@ -127,8 +143,9 @@ class Job:
         return f"embreg run {shlex.quote(self.recipe)} " + " ".join(f"--set {shlex.quote(o)}" for o in self.overrides)
 
 
-def run_overrides(spec: StudySpec, variant: str, point: dict[str, Any], setting: dict[str, Any], seed: int,
-                  extra: Sequence[str] = ()) -> list[str]:
+def run_overrides(
+    spec: StudySpec, variant: str, point: dict[str, Any], setting: dict[str, Any], seed: int, extra: Sequence[str] = ()
+) -> list[str]:
     """A run's overrides: common, the variant's, the point's, the setting's, ``train.seed``, then ``extra``.
 
     Example:
@@ -138,8 +155,14 @@ def run_overrides(spec: StudySpec, variant: str, point: dict[str, Any], setting:
         >>> run_overrides(spec, "MF", {"train.lr": 0.01}, {"model.l2": 0.1}, 3, ["train.threads=1"])
         ['train.epochs=1', 'model.dim=8', 'train.lr=0.01', 'model.l2=0.1', 'train.seed=3', 'train.threads=1']
     """
-    return [*spec.common, *spec.variants[variant].set, *point_overrides(point), *point_overrides(setting),
-            f"train.seed={seed}", *extra]
+    return [
+        *spec.common,
+        *spec.variants[variant].set,
+        *point_overrides(point),
+        *point_overrides(setting),
+        f"train.seed={seed}",
+        *extra,
+    ]
 
 
 def tune_seeds(spec: StudySpec) -> list[int]:
@@ -156,8 +179,9 @@ def tune_metric(spec: StudySpec, variant: str, point: dict[str, Any]) -> tuple[s
         return spec.tune.metric, metric_direction(spec.tune.metric)
     from embreg.recipes import load_recipe
 
-    recipe = load_recipe(spec.variants[variant].recipe,
-                         [*spec.common, *spec.variants[variant].set, *point_overrides(point)])
+    recipe = load_recipe(
+        spec.variants[variant].recipe, [*spec.common, *spec.variants[variant].set, *point_overrides(point)]
+    )
     return recipe.monitor
 
 
@@ -181,14 +205,17 @@ class TuningRow:
 
 def _metric(record: RunRecord, metric: str) -> float:
     if metric not in record.metrics:
-        raise DataError(f"run {record.variant} seed {record.seed} ({record.phase}, setting {record.setting}) has no "
-                        f"metric {metric!r}; it has {sorted(record.metrics)}")
+        raise DataError(
+            f"run {record.variant} seed {record.seed} ({record.phase}, setting {record.setting}) has no "
+            f"metric {metric!r}; it has {sorted(record.metrics)}"
+        )
     value = record.metrics[metric]
     return float(value) if value is not None else float("nan")
 
 
-def tuning_rows(spec: StudySpec, records: Sequence[RunRecord], variant: str, point: dict[str, Any],
-                metric: str) -> list[TuningRow]:
+def tuning_rows(
+    spec: StudySpec, records: Sequence[RunRecord], variant: str, point: dict[str, Any], metric: str
+) -> list[TuningRow]:
     """The settings tried for ``variant`` at ``point``, in the order tried, with their values of ``metric``.
 
     Grid: the settings of the current space that have runs, in grid order. Optuna: the settings in the order they
@@ -229,15 +256,23 @@ def choose(rows: Sequence[TuningRow], mode: str) -> int:
     return best
 
 
-def final_records(spec: StudySpec, records: Sequence[RunRecord], variant: str, point: dict[str, Any],
-                  setting: dict[str, Any] | None = None) -> list[RunRecord]:
+def final_records(
+    spec: StudySpec,
+    records: Sequence[RunRecord],
+    variant: str,
+    point: dict[str, Any],
+    setting: dict[str, Any] | None = None,
+) -> list[RunRecord]:
     """The final runs of ``variant`` at ``point`` of the study's final seeds (one per seed, the latest logged).
 
     ``setting``: keep only runs of this setting (the chosen one); ``None``: the setting most final runs have.
     """
     seeds = set(spec.final_seeds)
-    chosen = [r for r in records if r.phase == "final" and r.variant == variant and r.seed in seeds
-              and same_point(r.point, point)]
+    chosen = [
+        r
+        for r in records
+        if r.phase == "final" and r.variant == variant and r.seed in seeds and same_point(r.point, point)
+    ]
     if setting is not None:
         chosen = [r for r in chosen if same_point(r.setting, setting)]
     elif chosen:
@@ -265,7 +300,9 @@ def planned_runs(spec: StudySpec) -> int:
     for variant, _ in spec.cells():
         per_point = spec.seeds
         if spec.tune is not None:
-            settings = len(grid_points(spec.tune.space_for(variant))) if spec.tune.method == "grid" else spec.tune.trials
+            settings = (
+                len(grid_points(spec.tune.space_for(variant))) if spec.tune.method == "grid" else spec.tune.trials
+            )
             per_point += settings * spec.tune.seeds
         total += per_point
     return total
@@ -303,8 +340,9 @@ def lock_log(log_path: str | Path) -> Iterator[Path]:
             holder = os.read(fd, 64).decode(errors="replace").strip()
             os.close(fd)
             pid = f" (pid {holder})" if holder else ""
-            raise LogLockedError(f"study log {log_path} is in use by another runner{pid}: wait for it to finish "
-                                 f"(lock file {path})") from None
+            raise LogLockedError(
+                f"study log {log_path} is in use by another runner{pid}: wait for it to finish (lock file {path})"
+            ) from None
         try:
             current = os.stat(path).st_ino
         except FileNotFoundError:
@@ -385,8 +423,9 @@ class _Pool:
         import multiprocessing
 
         threads = max(1, (os.cpu_count() or 1) // workers)
-        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_worker_init, initargs=(threads,))
+        self.pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init, initargs=(threads,)
+        )
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return self.pool.submit(fn, *args)
@@ -409,11 +448,14 @@ def _optuna_space(spec: StudySpec, variant: str, point: dict[str, Any]) -> dict[
     if not space:
         from embreg.recipes import load_recipe
 
-        recipe = load_recipe(spec.variants[variant].recipe,
-                             [*spec.common, *spec.variants[variant].set, *point_overrides(point)])
+        recipe = load_recipe(
+            spec.variants[variant].recipe, [*spec.common, *spec.variants[variant].set, *point_overrides(point)]
+        )
         if not recipe.search:
-            raise ConfigError(f"study {spec.name}: variant {variant!r} is tuned with optuna over its recipe's 'search' "
-                              f"section, but recipe {recipe.name!r} has none; give tune.space")
+            raise ConfigError(
+                f"study {spec.name}: variant {variant!r} is tuned with optuna over its recipe's 'search' "
+                f"section, but recipe {recipe.name!r} has none; give tune.space"
+            )
         out: dict[str, Any] = {}
         for key, param in recipe.search.items():
             low, high = param.low, param.high
@@ -422,13 +464,19 @@ def _optuna_space(spec: StudySpec, variant: str, point: dict[str, Any]) -> dict[
             elif param.type == "int":
                 out[key] = optuna.distributions.IntDistribution(int(low), int(high))  # type: ignore[arg-type]
             else:
-                out[key] = optuna.distributions.FloatDistribution(float(low), float(high),  # type: ignore[arg-type]
-                                                                  log=param.type == "log_float")
+                out[key] = optuna.distributions.FloatDistribution(
+                    float(low),
+                    float(high),  # type: ignore[arg-type]
+                    log=param.type == "log_float",
+                )
         return out
     out = {}
     for key, values in space.items():
-        numeric = (isinstance(values, (list, tuple)) and len(values) == 2
-                   and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values))
+        numeric = (
+            isinstance(values, (list, tuple))
+            and len(values) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        )
         if not numeric:
             if not isinstance(values, (list, tuple)) or not values:
                 raise ConfigError(f"tune.space.{key}: optuna needs [low, high] or a list of choices, got {values!r}")
@@ -448,8 +496,9 @@ def _optuna_space(spec: StudySpec, variant: str, point: dict[str, Any]) -> dict[
 class _Cell:
     """The runs of one variant at one point, as a generator of batches: each batch must be done before the next."""
 
-    def __init__(self, spec: StudySpec, variant: str, point: dict[str, Any], extra: Sequence[str],
-                 done: dict[str, RunRecord]) -> None:
+    def __init__(
+        self, spec: StudySpec, variant: str, point: dict[str, Any], extra: Sequence[str], done: dict[str, RunRecord]
+    ) -> None:
         self.spec, self.variant, self.point, self.extra, self.done = spec, variant, point, list(extra), done
         self.pending: set[str] = set()
         self.steps = self._steps()
@@ -457,8 +506,15 @@ class _Cell:
     def job(self, phase: str, setting: dict[str, Any], seed: int) -> Job:
         spec = self.spec
         overrides = run_overrides(spec, self.variant, self.point, setting, seed, self.extra)
-        return Job(self.variant, dict(self.point), phase, dict(setting), seed, spec.variants[self.variant].recipe,
-                   tuple(overrides))
+        return Job(
+            self.variant,
+            dict(self.point),
+            phase,
+            dict(setting),
+            seed,
+            spec.variants[self.variant].recipe,
+            tuple(overrides),
+        )
 
     def _rows(self, settings: list[dict[str, Any]], metric: str) -> list[TuningRow]:
         rows = []
@@ -489,8 +545,9 @@ class _Cell:
             raise ConfigError("tune.method 'optuna' needs Optuna: pip install 'embreg[hpo]'") from error
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         distributions = _optuna_space(self.spec, self.variant, self.point)
-        study = optuna.create_study(direction="minimize" if mode == "min" else "maximize",
-                                    sampler=optuna.samplers.TPESampler(seed=0))
+        study = optuna.create_study(
+            direction="minimize" if mode == "min" else "maximize", sampler=optuna.samplers.TPESampler(seed=0)
+        )
         tried: list[dict[str, Any]] = []
         for _ in range(self.spec.tune.trials):  # type: ignore[union-attr]
             trial = study.ask(distributions)
@@ -517,14 +574,22 @@ def _check(spec: StudySpec, extra: Sequence[str]) -> None:
         if spec.tune is not None and spec.tune.method == "grid":
             for key, values in spec.tune.space_for(variant).items():
                 for value in values:
-                    load_recipe(vspec.recipe, run_overrides(spec, variant, spec.points()[0], {key: value}, first, extra))
+                    load_recipe(
+                        vspec.recipe, run_overrides(spec, variant, spec.points()[0], {key: value}, first, extra)
+                    )
 
 
 # --------------------------------------------------------------------------------------------------- the runner
 
 
-def run_study(spec: StudySpec, log_path: str | Path, *, workers: int = 1, extra_overrides: Sequence[str] = (),
-              progress: bool = True) -> list[RunRecord]:
+def run_study(
+    spec: StudySpec,
+    log_path: str | Path,
+    *,
+    workers: int = 1,
+    extra_overrides: Sequence[str] = (),
+    progress: bool = True,
+) -> list[RunRecord]:
     """Runs (or resumes) ``spec`` into the run log ``log_path``; returns every record of the log.
 
     Args:
@@ -591,14 +656,28 @@ def run_study(spec: StudySpec, log_path: str | Path, *, workers: int = 1, extra_
                     if error is not None:
                         if failure is None:
                             failure = (job, error)
-                            bar.write(f"{spec.name}: run failed, stopping after the runs in flight: "
-                                      f"{type(error).__name__}: {error}\n  {job.command()}", file=sys.stderr)
+                            bar.write(
+                                f"{spec.name}: run failed, stopping after the runs in flight: "
+                                f"{type(error).__name__}: {error}\n  {job.command()}",
+                                file=sys.stderr,
+                            )
                             for other in in_flight:
                                 other.cancel()
                         continue
                     metrics, seconds, machine = future.result()
-                    record = RunRecord(spec.name, job.variant, dict(job.point), job.phase, dict(job.setting),  # type: ignore[arg-type]
-                                       job.seed, list(job.overrides), job.recipe, metrics, seconds, machine)
+                    record = RunRecord(
+                        spec.name,
+                        job.variant,
+                        dict(job.point),
+                        job.phase,
+                        dict(job.setting),  # type: ignore[arg-type]
+                        job.seed,
+                        list(job.overrides),
+                        job.recipe,
+                        metrics,
+                        seconds,
+                        machine,
+                    )
                     log.append(record)
                     done[record.key] = record
                     bar.update(1)

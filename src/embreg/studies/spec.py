@@ -44,8 +44,17 @@ from typing import Any, Literal
 from embreg.config import from_dict, load_yaml
 from embreg.errors import ConfigError
 
-__all__ = ["VariantSpec", "TuneSpec", "ClaimSpec", "ExcludeSpec", "AnalysisSpec", "StudySpec", "load_study", "grid_points",
-           "point_overrides"]
+__all__ = [
+    "VariantSpec",
+    "TuneSpec",
+    "ClaimSpec",
+    "ExcludeSpec",
+    "AnalysisSpec",
+    "StudySpec",
+    "load_study",
+    "grid_points",
+    "point_overrides",
+]
 
 
 @dataclass
@@ -81,8 +90,10 @@ class TuneSpec:
         if self.seeds < 1 or self.trials < 1:
             raise ConfigError(f"tune.seeds={self.seeds} and tune.trials={self.trials} must be >= 1")
         if self.metric is not None and not self.metric.startswith("val_"):
-            raise ConfigError(f"tune.metric={self.metric!r} must be a validation metric (val_...): tuning never "
-                              "looks at the test split")
+            raise ConfigError(
+                f"tune.metric={self.metric!r} must be a validation metric (val_...): tuning never "
+                "looks at the test split"
+            )
 
     def space_for(self, variant: str) -> dict[str, list[Any]]:
         return self.per_variant.get(variant, self.space)
@@ -177,13 +188,16 @@ class StudySpec:
         for claim in self.claims:
             for label in (claim.variant, claim.baseline):
                 if label is not None and label not in self.variants:
-                    raise ConfigError(f"claim {claim.text!r} names {label!r}, not a variant ({', '.join(self.variants)})")
+                    raise ConfigError(
+                        f"claim {claim.text!r} names {label!r}, not a variant ({', '.join(self.variants)})"
+                    )
         for rule in self.exclude:
             unknown_variants = set(rule.variants or ()) - set(self.variants)
             unknown_axes = set(rule.point) - set(self.grid)
             if unknown_variants or unknown_axes:
-                raise ConfigError(f"exclude names {sorted(unknown_variants)} (not variants) or {sorted(unknown_axes)} "
-                                  "(not grid axes)")
+                raise ConfigError(
+                    f"exclude names {sorted(unknown_variants)} (not variants) or {sorted(unknown_axes)} (not grid axes)"
+                )
         if self.tune is not None:
             unknown = set(self.tune.per_variant) - set(self.variants)
             if unknown:
@@ -207,8 +221,9 @@ class StudySpec:
 
     def cells(self) -> list[tuple[str, dict[str, Any]]]:
         """Every (variant, point) pair that runs, variants in order within each point."""
-        return [(variant, point) for point in self.points() for variant in self.variants
-                if self.includes(variant, point)]
+        return [
+            (variant, point) for point in self.points() for variant in self.variants if self.includes(variant, point)
+        ]
 
 
 def grid_points(space: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -228,8 +243,10 @@ def point_overrides(point: dict[str, Any]) -> list[str]:
     """``--set`` strings of a point (``{"train.lr": 0.01}`` -> ``["train.lr=0.01"]``)."""
     import yaml
 
-    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-            for key, value in point.items()]
+    return [
+        f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+        for key, value in point.items()
+    ]
 
 
 def load_study(path: str | Path) -> StudySpec:

@@ -75,7 +75,7 @@ class TensorBatches:
         else:
             order = torch.arange(self.num_examples, device=self.device)
         for b in range(len(self)):
-            index = order[b * self.batch_size:(b + 1) * self.batch_size]
+            index = order[b * self.batch_size : (b + 1) * self.batch_size]
             batch = {name: t[index] for name, t in self.tensors.items()}
             if self.transform is not None:
                 batch = self.transform(batch, generator)

@@ -49,8 +49,15 @@ import torch
 
 from embreg.errors import DataError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "save_checkpoint", "load_checkpoint",
-           "CHECKPOINT_FORMAT", "CHECKPOINT_FORMAT_VERSION"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "save_checkpoint",
+    "load_checkpoint",
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_FORMAT_VERSION",
+]
 
 #: Header metadata of an embreg checkpoint: ``format`` names it, ``format_version`` versions the skeleton.
 CHECKPOINT_FORMAT = "embreg-checkpoint"
@@ -62,8 +69,18 @@ _TAG = "$"  # the key that names a skeleton node's kind
 
 # The dtypes every safetensors >= 0.4 stores (float8 ones where torch has them).
 _DTYPES = frozenset(
-    [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-     torch.int8, torch.uint8, torch.bool]
+    [
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    ]
     + [getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)]
 )
 
@@ -250,8 +267,10 @@ class _Encoder:
         if value is None or isinstance(value, (bool, str, numbers.Real)) or _is_numpy_bool(value):
             return self.scalar(value, path)
         raise _encode_error(
-            path, f"cannot store a {type(value).__module__}.{type(value).__qualname__}; a checkpoint holds only "
-            "tensors, dicts, lists, tuples, str, int, float, bool and None")
+            path,
+            f"cannot store a {type(value).__module__}.{type(value).__qualname__}; a checkpoint holds only "
+            "tensors, dicts, lists, tuples, str, int, float, bool and None",
+        )
 
     def _container(self, value: dict | list | tuple, path: tuple[str, ...]) -> dict[str, Any]:
         if isinstance(value, dict):
@@ -275,8 +294,9 @@ class _Encoder:
             raise _encode_error(path, f"cannot store dtype {tensor.dtype}")
         key = self._tensor_key(path)
         # A fresh, contiguous CPU copy: safetensors refuses views and tensors that share memory.
-        self.tensors[key] = tensor.detach().resolve_conj().resolve_neg().to(
-            "cpu", copy=True, memory_format=torch.contiguous_format)
+        self.tensors[key] = (
+            tensor.detach().resolve_conj().resolve_neg().to("cpu", copy=True, memory_format=torch.contiguous_format)
+        )
         return {_TAG: "tensor", "key": key}
 
 
@@ -456,18 +476,24 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
             raise DataError(
                 f"checkpoint {name} is a pickle (torch.save) file, e.g. a checkpoint of an older embreg version; "
                 "pickle checkpoints are not loaded because unpickling can run arbitrary code. Start the run "
-                "afresh to get a safetensors checkpoint")
+                "afresh to get a safetensors checkpoint"
+            )
         raise DataError(
             f"checkpoint {name} is corrupt, truncated or not an embreg checkpoint: it does not start with a "
-            "safetensors header (pickle/torch.save checkpoints are not loaded because unpickling can run code)")
+            "safetensors header (pickle/torch.save checkpoints are not loaded because unpickling can run code)"
+        )
     metadata = header.get("__metadata__")
     if not isinstance(metadata, dict) or metadata.get(_FORMAT_KEY) != CHECKPOINT_FORMAT:
-        raise DataError(f"checkpoint {name} is a safetensors file but not an embreg checkpoint "
-                        f"(its header metadata lacks {_FORMAT_KEY}={CHECKPOINT_FORMAT!r})")
+        raise DataError(
+            f"checkpoint {name} is a safetensors file but not an embreg checkpoint "
+            f"(its header metadata lacks {_FORMAT_KEY}={CHECKPOINT_FORMAT!r})"
+        )
     version = metadata.get(_VERSION_KEY)
     if version != CHECKPOINT_FORMAT_VERSION:
-        raise DataError(f"checkpoint {name} has format version {version!r}; this embreg reads version "
-                        f"{CHECKPOINT_FORMAT_VERSION!r} (a newer embreg wrote it?)")
+        raise DataError(
+            f"checkpoint {name} has format version {version!r}; this embreg reads version "
+            f"{CHECKPOINT_FORMAT_VERSION!r} (a newer embreg wrote it?)"
+        )
     try:
         tensors = safetensors.torch.load(data)
     except Exception as exc:  # safetensors' own error type differs between versions

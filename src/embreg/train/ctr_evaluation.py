@@ -17,8 +17,9 @@ __all__ = ["binary_log_loss", "binary_accuracy", "roc_auc", "CTREvaluator"]
 
 def _check(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if logits.shape != labels.shape or logits.ndim != 1:
-        raise EmbregError(f"logits and labels must both be 1-d of equal length, got {tuple(logits.shape)} and "
-                          f"{tuple(labels.shape)}")
+        raise EmbregError(
+            f"logits and labels must both be 1-d of equal length, got {tuple(logits.shape)} and {tuple(labels.shape)}"
+        )
     if logits.numel() == 0:
         raise EmbregError("logits and labels are empty; need at least one example")
     return logits.detach().double(), labels.detach().double()
@@ -113,13 +114,18 @@ class CTREvaluator:
         was_training = model.training
         model.eval()
         n = data["label"].shape[0]
-        parts = [model({k: v[s:s + self.batch_size] for k, v in data.items()}).predictions
-                 for s in range(0, n, self.batch_size)]
+        parts = [
+            model({k: v[s : s + self.batch_size] for k, v in data.items()}).predictions
+            for s in range(0, n, self.batch_size)
+        ]
         model.train(was_training)
         return torch.cat(parts)
 
     def __call__(self, model: nn.Module, split: str) -> dict[str, float]:
         logits = self.logits(model, split)
         labels = self.splits[split]["label"]
-        return {"logloss": binary_log_loss(logits, labels), "accuracy": binary_accuracy(logits, labels),
-                "auc": roc_auc(logits, labels)}
+        return {
+            "logloss": binary_log_loss(logits, labels),
+            "accuracy": binary_accuracy(logits, labels),
+            "auc": roc_auc(logits, labels),
+        }

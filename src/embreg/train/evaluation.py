@@ -61,7 +61,7 @@ class RatingEvaluator:
         n = data["user"].shape[0]
         parts = []
         for start in range(0, n, self.batch_size):
-            batch = {k: v[start:start + self.batch_size] for k, v in data.items()}
+            batch = {k: v[start : start + self.batch_size] for k, v in data.items()}
             parts.append(model(batch).predictions)
         model.train(was_training)
         predictions = torch.cat(parts)

@@ -56,7 +56,12 @@ class BPTTBatches:
     """
 
     def __init__(
-        self, ids: np.ndarray | torch.Tensor, batch_size: int, bptt: int, *, variable_length: bool = False,
+        self,
+        ids: np.ndarray | torch.Tensor,
+        batch_size: int,
+        bptt: int,
+        *,
+        variable_length: bool = False,
         seed: int = 0,
     ) -> None:
         if bptt < 1:
@@ -89,8 +94,8 @@ class BPTTBatches:
         base = epoch * (len(self) * 4 + 16)  # spaced so that indices of different epochs never collide
         for i, length in enumerate(self._lengths(epoch)):
             yield {
-                "input": self.data[:, start:start + length],
-                "target": self.data[:, start + 1:start + 1 + length],
+                "input": self.data[:, start : start + length],
+                "target": self.data[:, start + 1 : start + 1 + length],
                 "index": torch.tensor(base + i),
                 "reset": torch.tensor(i == 0),
             }

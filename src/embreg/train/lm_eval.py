@@ -42,8 +42,8 @@ def perplexity(model: nn.Module, ids: np.ndarray | torch.Tensor, *, batch_size: 
     with torch.no_grad():
         for start in range(0, data.shape[1] - 1, bptt):
             length = min(bptt, data.shape[1] - 1 - start)
-            tokens = data[:, start:start + length]
-            target = data[:, start + 1:start + 1 + length]
+            tokens = data[:, start : start + length]
+            target = data[:, start + 1 : start + 1 + length]
             output, state = cast("SequenceModel", model).forward_sequence(tokens, state)
             logits = output.predictions
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum").item()
@@ -66,8 +66,9 @@ class PerplexityEvaluator:
         ['valid']
     """
 
-    def __init__(self, splits: Mapping[str, np.ndarray | torch.Tensor], *, batch_size: int = 10, bptt: int = 70
-                 ) -> None:
+    def __init__(
+        self, splits: Mapping[str, np.ndarray | torch.Tensor], *, batch_size: int = 10, bptt: int = 70
+    ) -> None:
         self.splits = splits
         self.batch_size = batch_size
         self.bptt = bptt

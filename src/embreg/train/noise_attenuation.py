@@ -45,13 +45,14 @@ __all__ = ["noise_attenuation", "plot_attenuation", "save_attenuation"]
 def _norms(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Per-example L2 norm over (valid tokens x features): ``(B, T, D) -> (B,)`` or ``(B, D) -> (B,)``."""
     if x.dim() == 3 and mask is not None:
-        x = x * mask[:, :x.shape[1]].unsqueeze(-1).to(x.dtype)
+        x = x * mask[:, : x.shape[1]].unsqueeze(-1).to(x.dtype)
     return x.reshape(x.shape[0], -1).norm(dim=1)
 
 
 @torch.no_grad()
-def noise_attenuation(model: nn.Module, batch: dict[str, torch.Tensor], *, ratio: float = 0.05, repeats: int = 1,
-                      seed: int = 0) -> dict[int, list[float]]:
+def noise_attenuation(
+    model: nn.Module, batch: dict[str, torch.Tensor], *, ratio: float = 0.05, repeats: int = 1, seed: int = 0
+) -> dict[int, list[float]]:
     """Relative change at every layer ``r >= i`` after noise of relative size ``ratio`` enters at layer ``i``.
 
     Args:
@@ -82,7 +83,7 @@ def noise_attenuation(model: nn.Module, batch: dict[str, torch.Tensor], *, ratio
                 h = states[i]
                 noise = torch.randn(h.shape, generator=generator, device=h.device, dtype=h.dtype)
                 if h.dim() == 3 and mask is not None:
-                    noise = noise * mask[:, :h.shape[1]].unsqueeze(-1).to(h.dtype)
+                    noise = noise * mask[:, : h.shape[1]].unsqueeze(-1).to(h.dtype)
                 scale = ratio * _norms(h, mask) / _norms(noise, mask).clamp(min=1e-12)
                 noisy_h = h + noise * scale.reshape(-1, *([1] * (h.dim() - 1)))
                 outputs = [noisy_h] + (stack.run(noisy_h, batch, i + 1) if i < stack.num_layers else [])

@@ -41,8 +41,14 @@ def _p(value: float) -> str:
     return "n/a" if math.isnan(value) else ("<0.001" if value < 0.001 else f"{value:.3f}")
 
 
-def stability_markdown(run_dirs: Sequence[Path | str], metric: str, *, baseline: int = 0, digits: int = 4,
-                       names: Sequence[str] | None = None) -> str:
+def stability_markdown(
+    run_dirs: Sequence[Path | str],
+    metric: str,
+    *,
+    baseline: int = 0,
+    digits: int = 4,
+    names: Sequence[str] | None = None,
+) -> str:
     """A markdown table: one row per run with mean, std, median, max, min, mean gap, p-values and seeds.
 
     Args:
@@ -66,8 +72,10 @@ def stability_markdown(run_dirs: Sequence[Path | str], metric: str, *, baseline:
     labels = list(names) if names is not None else [row.name for row in result.rows]
     if len(labels) != len(result.rows):
         raise ConfigError(f"names has {len(labels)} entries for {len(result.rows)} run directories")
-    lines = [f"| run | mean | std | median | max | min | gap ({gap}) | p Welch | p Mann-Whitney | seeds |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| run | mean | std | median | max | min | gap ({gap}) | p Welch | p Mann-Whitney | seeds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     f = f"{{:.{digits}f}}"
     for index, (label, row) in enumerate(zip(labels, result.rows)):
         summary = row.metrics.get(metric)
@@ -82,14 +90,22 @@ def stability_markdown(run_dirs: Sequence[Path | str], metric: str, *, baseline:
         else:
             p = row.p_values[metric]
             tests = [_p(p.welch), _p(p.mann_whitney)]
-        lines.append(f"| {label} | {f.format(summary.mean)} | {f.format(summary.std)} | "
-                     f"{f.format(statistics.median(values))} | {f.format(max(values))} | {f.format(min(values))} | "
-                     f"{gap_cell} | {tests[0]} | {tests[1]} | {summary.n} |")
+        lines.append(
+            f"| {label} | {f.format(summary.mean)} | {f.format(summary.std)} | "
+            f"{f.format(statistics.median(values))} | {f.format(max(values))} | {f.format(min(values))} | "
+            f"{gap_cell} | {tests[0]} | {tests[1]} | {summary.n} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def box_plot(run_dirs: Sequence[Path | str], metric: str, path: str | Path, *, names: Sequence[str] | None = None,
-             title: str = "") -> None:
+def box_plot(
+    run_dirs: Sequence[Path | str],
+    metric: str,
+    path: str | Path,
+    *,
+    names: Sequence[str] | None = None,
+    title: str = "",
+) -> None:
     """Box plot of each run's per-seed values of ``metric`` (with the seeds as dots), written to ``path``."""
     import matplotlib
 
@@ -113,8 +129,9 @@ def box_plot(run_dirs: Sequence[Path | str], metric: str, path: str | Path, *, n
     plt.close(fig)
 
 
-def size_curve(runs: dict[str, dict[int, Path | str]], metric: str, path: str | Path, *, title: str = ""
-               ) -> dict[str, dict[int, tuple[float, float, int]]]:
+def size_curve(
+    runs: dict[str, dict[int, Path | str]], metric: str, path: str | Path, *, title: str = ""
+) -> dict[str, dict[int, tuple[float, float, int]]]:
     """Mean ± std of ``metric`` against training-set size, one line per method (paper Fig. 4).
 
     Args:
@@ -137,8 +154,9 @@ def size_curve(runs: dict[str, dict[int, Path | str]], metric: str, path: str | 
     for method, by_size in runs.items():
         sizes = sorted(by_size)
         rows = compare_runs([by_size[s] for s in sizes], metrics=[metric]).rows
-        points[method] = {s: (r.metrics[metric].mean, r.metrics[metric].std, r.metrics[metric].n)
-                          for s, r in zip(sizes, rows)}
+        points[method] = {
+            s: (r.metrics[metric].mean, r.metrics[metric].std, r.metrics[metric].n) for s, r in zip(sizes, rows)
+        }
         means = [points[method][s][0] for s in sizes]
         stds = [points[method][s][1] for s in sizes]
         ax.errorbar(sizes, means, yerr=stds, marker="o", capsize=3, label=method)

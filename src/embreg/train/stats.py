@@ -153,14 +153,13 @@ def summarize_runs(metrics_list: list[dict[str, float]]) -> dict[str, dict[str, 
         if set(metrics) != set(names):
             missing = sorted(set(names) - set(metrics))
             extra = sorted(set(metrics) - set(names))
-            raise EmbregError(
-                f"run {index} reports different metrics from run 0: missing {missing}, extra {extra}"
-            )
+            raise EmbregError(f"run {index} reports different metrics from run 0: missing {missing}, extra {extra}")
     return {name: summarize([m[name] for m in metrics_list]) for name in names}
 
 
-def median_interval(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000,
-                    seed: int = 0) -> tuple[float, float]:
+def median_interval(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of the median of ``values`` (fixed seed: reproducible).
 
     Args:
@@ -186,8 +185,15 @@ def median_interval(values: Sequence[float], *, confidence: float = 0.95, resamp
         raise EmbregError(f"confidence={confidence} is outside the valid range (0, 1)")
     if len(x) == 1 or max(x) == min(x):
         return x[0], x[0]
-    result = scipy_stats.bootstrap((x,), statistics.median, n_resamples=resamples, confidence_level=confidence,
-                                   method="percentile", vectorized=False, random_state=seed)
+    result = scipy_stats.bootstrap(
+        (x,),
+        statistics.median,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=False,
+        random_state=seed,
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 

@@ -48,8 +48,12 @@ def classification_metrics(predicted: np.ndarray, labels: np.ndarray, num_labels
     confusion = np.zeros((num_labels, num_labels), dtype=np.int64)
     np.add.at(confusion, (labels, predicted), 1)
     tp = np.diag(confusion).astype(np.float64)
-    f1 = np.divide(2 * tp, confusion.sum(axis=0) + confusion.sum(axis=1), out=np.zeros(num_labels),
-                   where=(confusion.sum(axis=0) + confusion.sum(axis=1)) > 0)
+    f1 = np.divide(
+        2 * tp,
+        confusion.sum(axis=0) + confusion.sum(axis=1),
+        out=np.zeros(num_labels),
+        where=(confusion.sum(axis=0) + confusion.sum(axis=1)) > 0,
+    )
     result = {"accuracy": float((predicted == labels).mean()), "mcc": _mcc(confusion)}
     if num_labels == 2:
         result["f1"] = float(f1[1])
@@ -127,7 +131,7 @@ class TextEvaluator:
         parts = []
         try:
             for start in range(0, order.numel(), self.batch_size):
-                index = order[start:start + self.batch_size]
+                index = order[start : start + self.batch_size]
                 parts.append(model({k: v[index] for k, v in data.items()}).predictions.float())
         finally:
             model.train(was_training)

@@ -132,7 +132,8 @@ class Trainer:
             raise ValueError(f"mode={mode!r} must be 'min' or 'max'")
         if not monitor.startswith(f"{metric_prefix(val_split)}_"):
             raise ValueError(
-                f"monitor={monitor!r} must name a validation metric, e.g. '{metric_prefix(val_split)}_rmse'")
+                f"monitor={monitor!r} must name a validation metric, e.g. '{metric_prefix(val_split)}_rmse'"
+            )
         if patience is not None and patience < 1:
             raise ValueError(f"patience={patience} must be >= 1 or None")
         if clip_norm is not None and clip_norm <= 0:
@@ -182,8 +183,9 @@ class Trainer:
         """
         if resume:
             self._restore()
-        bar = tqdm(total=self.epochs, initial=self.next_epoch, desc="epochs", disable=not self.progress,
-                   dynamic_ncols=True)
+        bar = tqdm(
+            total=self.epochs, initial=self.next_epoch, desc="epochs", disable=not self.progress, dynamic_ncols=True
+        )
         try:
             while not self.stopped_early and self.next_epoch < self.epochs:
                 record = self._run_epoch(self.next_epoch)
@@ -191,8 +193,7 @@ class Trainer:
                 self.stopped_early = self._should_stop()
                 self._save_last()
                 bar.update(1)
-                bar.set_postfix({"loss": f"{record['train_loss']:.4f}",
-                                 self.monitor: f"{record[self.monitor]:.4f}"})
+                bar.set_postfix({"loss": f"{record['train_loss']:.4f}", self.monitor: f"{record[self.monitor]:.4f}"})
                 for callback in self.callbacks:
                     callback(self, record)
         finally:
@@ -309,7 +310,8 @@ class Trainer:
                     f"cannot resume from {str(legacy)!r}: it is a pickle (torch.save) checkpoint of an older embreg "
                     "version, and pickle checkpoints are no longer loaded because unpickling can run arbitrary "
                     f"code. Start the run afresh (without resume, or in a new directory); it will write "
-                    f"{LAST_CHECKPOINT}")
+                    f"{LAST_CHECKPOINT}"
+                )
             return
         state = load_checkpoint(path)
         self.model.load_state_dict(state["model"])

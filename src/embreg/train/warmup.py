@@ -50,8 +50,9 @@ class WarmupLinearAdamW(torch.optim.AdamW):
         1.0
     """
 
-    def __init__(self, params: Iterable[Any], lr: float, total_steps: int, warmup: float = 0.1,
-                 weight_decay: float = 0.0) -> None:
+    def __init__(
+        self, params: Iterable[Any], lr: float, total_steps: int, warmup: float = 0.1, weight_decay: float = 0.0
+    ) -> None:
         if total_steps < 1:
             raise ConfigError(f"total_steps={total_steps} must be >= 1")
         if not 0 <= warmup < 1:
@@ -66,14 +67,16 @@ class WarmupLinearAdamW(torch.optim.AdamW):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> Any:  # type: ignore[override]
         for group in self.param_groups:
-            group["lr"] = group["peak_lr"] * warmup_linear_factor(group["schedule_step"], self.total_steps,
-                                                                  self.warmup_steps)
+            group["lr"] = group["peak_lr"] * warmup_linear_factor(
+                group["schedule_step"], self.total_steps, self.warmup_steps
+            )
             group["schedule_step"] += 1
         return super().step(closure)
 
 
-def warmup_adamw_factory(lr: float, total_steps: int, warmup: float = 0.1, weight_decay: float = 0.0
-                         ) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
+def warmup_adamw_factory(
+    lr: float, total_steps: int, warmup: float = 0.1, weight_decay: float = 0.0
+) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
     """``params -> WarmupLinearAdamW`` for :class:`embreg.train.trainer.Trainer`.
 
     Example:
@@ -83,5 +86,6 @@ def warmup_adamw_factory(lr: float, total_steps: int, warmup: float = 0.1, weigh
     """
     if lr <= 0:
         raise ConfigError(f"lr={lr} must be > 0")
-    return lambda params: WarmupLinearAdamW(params, lr=lr, total_steps=total_steps, warmup=warmup,
-                                            weight_decay=weight_decay)
+    return lambda params: WarmupLinearAdamW(
+        params, lr=lr, total_steps=total_steps, warmup=warmup, weight_decay=weight_decay
+    )

@@ -59,35 +59,46 @@ class TaskAdapter(ABC):
         model = recipe.model.entry
         if self.name not in model.extra.get("tasks", ()):
             serving = [m for m, e in REGISTRY.entries("model").items() if self.name in e.extra.get("tasks", ())]
-            raise ConfigError(f"model {model.name!r} does not serve task {self.name!r}; models for it: "
-                              f"{', '.join(serving)}")
+            raise ConfigError(
+                f"model {model.name!r} does not serve task {self.name!r}; models for it: {', '.join(serving)}"
+            )
         allowed = model.extra.get("embeddings")
         if allowed is not None and recipe.embeddings.name not in allowed:
-            raise ConfigError(f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
-                              f"it takes {', '.join(allowed)}")
+            raise ConfigError(
+                f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
+                f"it takes {', '.join(allowed)}"
+            )
         kinds = model.extra.get("kinds", ())
         for kind in recipe.index_transforms:
             if kind in self.id_kinds and kind not in kinds:
-                raise ConfigError(f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
-                                  f"{kind!r} ids (it takes {', '.join(kinds) or 'none'})")
+                raise ConfigError(
+                    f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
+                    f"{kind!r} ids (it takes {', '.join(kinds) or 'none'})"
+                )
         for kind in recipe.index_transforms:
             if kind not in self.id_kinds:
-                raise ConfigError(f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "
-                                  f"{', '.join(self.id_kinds) or 'none'}")
+                raise ConfigError(
+                    f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "
+                    f"{', '.join(self.id_kinds) or 'none'}"
+                )
         provides = model.provides
-        techniques = [("objective", recipe.objective)] + [(f"regularizers[{i}]", spec)
-                                                          for i, spec in enumerate(recipe.regularizers)]
+        techniques = [("objective", recipe.objective)] + [
+            (f"regularizers[{i}]", spec) for i, spec in enumerate(recipe.regularizers)
+        ]
         for where, spec in techniques:
             missing = missing_capabilities(spec.entry.requires, provides)
             if missing:
                 raise ConfigError(
                     f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
                     f"model {model.name!r} does not provide ({model.extra.get('why_not', {}).get(missing[0], '')}"
-                    f"it provides: {', '.join(provides) or 'nothing'})")
+                    f"it provides: {', '.join(provides) or 'nothing'})"
+                )
             objectives = spec.entry.extra.get("objectives")
             if objectives is not None and recipe.objective.name not in objectives:
-                raise ConfigError(f"{where}: {spec.name!r} works with objective {' or '.join(objectives)}, not "
-                                  f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})")
+                raise ConfigError(
+                    f"{where}: {spec.name!r} works with objective {' or '.join(objectives)}, not "
+                    f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})"
+                )
         for kind, spec in recipe.index_transforms.items():
             kinds = spec.entry.extra.get("kinds", ())
             if kinds and kind not in kinds:
@@ -139,7 +150,16 @@ class TaskAdapter(ABC):
 def register_task(adapter: TaskAdapter, summary: str, reference: str = "") -> TaskAdapter:
     """Registers ``adapter`` under the ``task`` slot (its config is the data section's dataclass)."""
     provides = tuple(f"ids:{kind}" for kind in adapter.id_kinds)
-    register("task", adapter.name, config=adapter.data_config, summary=summary, reference=reference,
-             provides=provides, adapter=adapter, data_config=adapter.data_config,
-             default_model=adapter.default_model, train_defaults=dict(adapter.train_defaults))(adapter.prepare)
+    register(
+        "task",
+        adapter.name,
+        config=adapter.data_config,
+        summary=summary,
+        reference=reference,
+        provides=provides,
+        adapter=adapter,
+        data_config=adapter.data_config,
+        default_model=adapter.default_model,
+        train_defaults=dict(adapter.train_defaults),
+    )(adapter.prepare)
     return adapter

@@ -102,8 +102,11 @@ class PreparedCTRData:
         and ``bags`` (N, G, L) when the table has multi-valued fields."""
         part = self.part(name)
         dense = (part.dense - self.dense_mean) / self.dense_std
-        out = {"categorical": torch.from_numpy(part.categorical), "dense": torch.from_numpy(dense.astype(np.float32)),
-               "label": torch.from_numpy(part.labels)}
+        out = {
+            "categorical": torch.from_numpy(part.categorical),
+            "dense": torch.from_numpy(dense.astype(np.float32)),
+            "label": torch.from_numpy(part.labels),
+        }
         if part.bags is not None:
             out["bags"] = torch.from_numpy(part.bags)
         return out
@@ -124,8 +127,9 @@ class CTRTask(TaskAdapter):
     def prepare(self, recipe) -> PreparedCTRData:
         d = recipe.data
         if d.path is not None:
-            table = load_ctr_file(d.path, label_col=d.label_col, categorical_cols=d.categorical_cols,
-                                  dense_cols=d.dense_cols, sep=d.sep)
+            table = load_ctr_file(
+                d.path, label_col=d.label_col, categorical_cols=d.categorical_cols, dense_cols=d.dense_cols, sep=d.sep
+            )
         else:
             table = load_ctr_dataset(d.dataset)
         if d.max_rows is not None and d.max_rows < len(table):
@@ -142,10 +146,18 @@ class CTRTask(TaskAdapter):
         return CTREvaluator({name: prepared.tensors(name) for name in ("train", "valid", "test")})
 
     def records(self, recipe, prepared: PreparedCTRData) -> dict:
-        return {"split.json": {"split_seed": recipe.data.split_seed, "fractions": recipe.data.split,
-                               "kind": "random",
-                               "sizes": {name: int(idx.size) for name, idx in prepared.split.items()}}}
+        return {
+            "split.json": {
+                "split_seed": recipe.data.split_seed,
+                "fractions": recipe.data.split,
+                "kind": "random",
+                "sizes": {name: int(idx.size) for name, idx in prepared.split.items()},
+            }
+        }
 
 
-register_task(CTRTask(), "click-through rate: binary cross-entropy; log-loss, accuracy, AUC",
-              "mixed-dimension-embeddings.txt, Sec. IV (CTR with DLRM)")
+register_task(
+    CTRTask(),
+    "click-through rate: binary cross-entropy; log-loss, accuracy, AUC",
+    "mixed-dimension-embeddings.txt, Sec. IV (CTR with DLRM)",
+)

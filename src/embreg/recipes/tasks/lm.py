@@ -74,12 +74,27 @@ class LanguageModelTask(TaskAdapter):
     data_config = TextDataConfig
     default_model = "lstm-lm"
     id_kinds = ("token", "label")
-    smoke_overrides = ("data.max_articles=30", "data.max_vocab=500", "data.max_train_tokens=3000",
-                       "data.max_eval_tokens=500", "train.batch_size=4", "train.eval_batch_size=4", "train.epochs=1",
-                       "train.progress=false")
+    smoke_overrides = (
+        "data.max_articles=30",
+        "data.max_vocab=500",
+        "data.max_train_tokens=3000",
+        "data.max_eval_tokens=500",
+        "train.batch_size=4",
+        "train.eval_batch_size=4",
+        "train.epochs=1",
+        "train.progress=false",
+    )
     # dropout-explicit-implicit-regularization.txt, App. D.1: SGD, lr 30, clipping 0.35, weight decay 1.2e-6
-    train_defaults = {"epochs": 20, "batch_size": 20, "eval_batch_size": 10, "lr": 30.0, "optimizer": "sgd",
-                      "weight_decay": 1.2e-6, "clip_norm": 0.35, "patience": None}
+    train_defaults = {
+        "epochs": 20,
+        "batch_size": 20,
+        "eval_batch_size": 10,
+        "lr": 30.0,
+        "optimizer": "sgd",
+        "weight_decay": 1.2e-6,
+        "clip_norm": 0.35,
+        "patience": None,
+    }
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_ppl", "min"
@@ -89,8 +104,13 @@ class LanguageModelTask(TaskAdapter):
         if d.paths is not None:
             corpus = load_text_files(*d.paths, min_count=d.min_count, max_vocab=d.max_vocab)
         elif d.dataset == "enwiki-gensim":
-            corpus = load_enwiki(fractions=tuple(d.split), seed=d.split_seed, min_count=d.min_count,
-                                 max_vocab=d.max_vocab, max_articles=d.max_articles)
+            corpus = load_enwiki(
+                fractions=tuple(d.split),
+                seed=d.split_seed,
+                min_count=d.min_count,
+                max_vocab=d.max_vocab,
+                max_articles=d.max_articles,
+            )
         else:
             raise ConfigError(f"data.dataset={d.dataset!r} holds no text; use 'enwiki-gensim' or set data.paths")
         limits = {"train": d.max_train_tokens, "valid": d.max_eval_tokens, "test": d.max_eval_tokens}
@@ -107,8 +127,13 @@ class LanguageModelTask(TaskAdapter):
 
     def batches(self, recipe, prepared: TextCorpus) -> BPTTBatches:
         d = recipe.data
-        return BPTTBatches(prepared.splits["train"], recipe.train.batch_size, d.bptt, variable_length=d.variable_bptt,
-                           seed=recipe.train.seed)
+        return BPTTBatches(
+            prepared.splits["train"],
+            recipe.train.batch_size,
+            d.bptt,
+            variable_length=d.variable_bptt,
+            seed=recipe.train.seed,
+        )
 
     def evaluator(self, recipe, prepared: TextCorpus) -> PerplexityEvaluator:
         splits = {name: prepared.splits[name] for name in ("valid", "test")}
@@ -116,10 +141,12 @@ class LanguageModelTask(TaskAdapter):
 
     def records(self, recipe, prepared: TextCorpus) -> dict:
         record = prepared.summary()
-        record.update(split_seed=recipe.data.split_seed, fractions=recipe.data.split,
-                      articles=dict(prepared.articles))
+        record.update(split_seed=recipe.data.split_seed, fractions=recipe.data.split, articles=dict(prepared.articles))
         return {"corpus.json": record}
 
 
-register_task(LanguageModelTask(), "word-level language modelling: cross-entropy; perplexity",
-              "dropout-explicit-implicit-regularization.txt, Sec. 5.1")
+register_task(
+    LanguageModelTask(),
+    "word-level language modelling: cross-entropy; perplexity",
+    "dropout-explicit-implicit-regularization.txt, Sec. 5.1",
+)

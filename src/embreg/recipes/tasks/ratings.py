@@ -112,8 +112,9 @@ class _InteractionTask(TaskAdapter):
         d = recipe.data
         movielens = None
         if d.path is not None:
-            ratings = load_ratings_file(d.path, user=d.user_col, item=d.item_col, rating=d.rating_col,
-                                        timestamp=d.timestamp_col, sep=d.sep)
+            ratings = load_ratings_file(
+                d.path, user=d.user_col, item=d.item_col, rating=d.rating_col, timestamp=d.timestamp_col, sep=d.sep
+            )
         elif d.dataset == "ml-100k":
             movielens = load_ml100k()
             ratings = movielens.ratings
@@ -143,8 +144,9 @@ class _InteractionTask(TaskAdapter):
 
     def graph(self, prepared: PreparedRatings, kind: str, name: str, relations) -> NeighbourGraph:
         if prepared.movielens is None:
-            raise ConfigError(f"the {name!r} graph needs the ml-100k side information; it is not available with "
-                              "data.path")
+            raise ConfigError(
+                f"the {name!r} graph needs the ml-100k side information; it is not available with data.path"
+            )
         ml = prepared.movielens
         if kind == "item" and name == "kg":
             edges = item_graph_from_kg(ml, relations=tuple(relations or DEFAULT_KG_RELATIONS))
@@ -157,9 +159,14 @@ class _InteractionTask(TaskAdapter):
         return NeighbourGraph.from_edges(edges, self.num_ids(prepared, kind))
 
     def records(self, recipe, prepared: PreparedRatings) -> dict:
-        return {"split.json": {"split_seed": recipe.data.split_seed, "fractions": recipe.data.split,
-                               "kind": "per-user" if self.split_kind == "per-user" else "random",
-                               "sizes": {name: int(idx.size) for name, idx in prepared.split.items()}}}
+        return {
+            "split.json": {
+                "split_seed": recipe.data.split_seed,
+                "fractions": recipe.data.split,
+                "kind": "per-user" if self.split_kind == "per-user" else "random",
+                "sizes": {name: int(idx.size) for name, idx in prepared.split.items()},
+            }
+        }
 
 
 class RatingTask(_InteractionTask):
@@ -216,13 +223,18 @@ class RankingTask(_InteractionTask):
         parts = {name: prepared.tensors(name) for name in SPLITS}
         train_u, train_i = parts["train"]
         valid_u, valid_i = parts["valid"]
-        exclude = {"valid": (train_u, train_i),
-                   "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
+        exclude = {"valid": (train_u, train_i), "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
         relevant = {"valid": parts["valid"], "test": parts["test"]}
         return RankingEvaluator(prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude)
 
 
-register_task(RatingTask(), "explicit ratings: squared loss; RMSE, MAE", "sse-stochastic-shared-embeddings.txt, "
-              "Sec. 4.1 (MF on MovieLens)")
-register_task(RankingTask(), "implicit feedback: sampled negatives; full-ranking precision/recall/NDCG/hit@k",
-              "sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)")
+register_task(
+    RatingTask(),
+    "explicit ratings: squared loss; RMSE, MAE",
+    "sse-stochastic-shared-embeddings.txt, Sec. 4.1 (MF on MovieLens)",
+)
+register_task(
+    RankingTask(),
+    "implicit feedback: sampled negatives; full-ranking precision/recall/NDCG/hit@k",
+    "sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)",
+)

@@ -90,25 +90,59 @@ def load_text_task(recipe: Any) -> TextTask:
     if d.dataset == "file":
         from embreg.data.text_file import load_text_file
 
-        return load_text_file(d.path, text_col=d.text_col, label_col=d.label_col, kind=recipe.task, sep=d.sep,
-                              train_size=d.train_size, valid_size=d.valid_size or 1000, test_size=d.test_size or 1000,
-                              split_seed=d.split_seed, subset_seed=d.subset_seed)
+        return load_text_file(
+            d.path,
+            text_col=d.text_col,
+            label_col=d.label_col,
+            kind=recipe.task,
+            sep=d.sep,
+            train_size=d.train_size,
+            valid_size=d.valid_size or 1000,
+            test_size=d.test_size or 1000,
+            split_seed=d.split_seed,
+            subset_seed=d.subset_seed,
+        )
     from embreg.data.reviews import load_reviews
 
-    return load_reviews(d.task, train_size=d.train_size, valid_size=d.valid_size or 1000,
-                        test_size=d.test_size or 2000, split_seed=d.split_seed, subset_seed=d.subset_seed)
+    return load_reviews(
+        d.task,
+        train_size=d.train_size,
+        valid_size=d.valid_size or 1000,
+        test_size=d.test_size or 2000,
+        split_seed=d.split_seed,
+        subset_seed=d.subset_seed,
+    )
 
 
 class _TextTask(TaskAdapter):
     data_config = LabelledTextConfig
     default_model = "encoder-classifier"
     id_kinds = ("token",)
-    smoke_overrides = ("data.train_size=32", "data.valid_size=16", "data.test_size=16", "data.max_length=16",
-                       "train.batch_size=8", "train.eval_batch_size=16", "train.epochs=1", "train.progress=false")
+    smoke_overrides = (
+        "data.train_size=32",
+        "data.valid_size=16",
+        "data.test_size=16",
+        "data.max_length=16",
+        "train.batch_size=8",
+        "train.eval_batch_size=16",
+        "train.epochs=1",
+        "train.progress=false",
+    )
     # lnsr-noise-stability-bert.txt, Sec. 4.3: AdamW, linear warm-up over 10% of the steps, batch 32, 3 epochs
-    train_defaults = {"epochs": 3, "batch_size": 32, "eval_batch_size": 64, "lr": 5e-5, "optimizer": "adamw",
-                      "schedule": "linear", "warmup": 0.1, "weight_decay": 0.01, "clip_norm": 1.0, "patience": None,
-                      "keep_checkpoints": "none", "progress": False}
+    train_defaults = {
+        "epochs": 3,
+        "batch_size": 32,
+        "eval_batch_size": 64,
+        "lr": 5e-5,
+        "optimizer": "adamw",
+        "schedule": "linear",
+        "warmup": 0.1,
+        "weight_decay": 0.01,
+        "clip_norm": 1.0,
+        "patience": None,
+        "keep_checkpoints": "none",
+        "progress": False,
+    }
 
     def prepare(self, recipe) -> PreparedText:
         from embreg.models.encoder_classifier import encode_texts
@@ -169,15 +203,25 @@ class TextRegressionTask(_TextTask):
     name = "regression"
 
     def check_data(self, recipe) -> None:
-        if recipe.data.dataset != "file" and not (recipe.data.dataset == "reviews" and recipe.data.task == "regression"):
-            raise ConfigError(f"task: regression needs data.task='regression' on reviews or a file, got "
-                              f"data.dataset={recipe.data.dataset!r}, data.task={recipe.data.task!r}")
+        if recipe.data.dataset != "file" and not (
+            recipe.data.dataset == "reviews" and recipe.data.task == "regression"
+        ):
+            raise ConfigError(
+                f"task: regression needs data.task='regression' on reviews or a file, got "
+                f"data.dataset={recipe.data.dataset!r}, data.task={recipe.data.task!r}"
+            )
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_corr", "max"
 
 
-register_task(TextClassificationTask(), "fine-tune a pretrained encoder on labelled texts: MCC / accuracy",
-              "lnsr-noise-stability-bert.txt, Sec. 4")
-register_task(TextRegressionTask(), "fine-tune a pretrained encoder on texts with real targets: Pearson r",
-              "lnsr-noise-stability-bert.txt, Sec. 4")
+register_task(
+    TextClassificationTask(),
+    "fine-tune a pretrained encoder on labelled texts: MCC / accuracy",
+    "lnsr-noise-stability-bert.txt, Sec. 4",
+)
+register_task(
+    TextRegressionTask(),
+    "fine-tune a pretrained encoder on texts with real targets: Pearson r",
+    "lnsr-noise-stability-bert.txt, Sec. 4",
+)

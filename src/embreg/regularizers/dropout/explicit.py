@@ -109,8 +109,10 @@ class ExplicitDropoutRegularizer:
         return r_tilde_approx(logits, targets, sites, coefficients)
 
     def __repr__(self) -> str:
-        return (f"ExplicitDropoutRegularizer(coefficients={self.coefficients}, sites={self.sites}, form={self.form!r},"
-                f" samples={self.samples}, structure={self.structure!r})")
+        return (
+            f"ExplicitDropoutRegularizer(coefficients={self.coefficients}, sites={self.sites}, form={self.form!r},"
+            f" samples={self.samples}, structure={self.structure!r})"
+        )
 
 
 @dataclass
@@ -136,10 +138,17 @@ class RApproxConfig:
             raise EmbregError(f"lambda1={self.lambda1} must be >= 0 or null")
 
 
-@register("regularizer", "r-approx", config=RApproxConfig, requires=("dropout_sites",), replaces_dropout=True,
-          summary="R_approx: dropout's explicit regulariser as a penalty, model trained without dropout (~3x)",
-          reference="dropout-explicit-implicit-regularization.txt, eq. 4.4, eq. 5.1, Alg. 3")
+@register(
+    "regularizer",
+    "r-approx",
+    config=RApproxConfig,
+    requires=("dropout_sites",),
+    replaces_dropout=True,
+    summary="R_approx: dropout's explicit regulariser as a penalty, model trained without dropout (~3x)",
+    reference="dropout-explicit-implicit-regularization.txt, eq. 4.4, eq. 5.1, Alg. 3",
+)
 def build_r_approx(config: RApproxConfig, context: Any) -> ExplicitDropoutRegularizer:
     coefficients = site_coefficients(recipe_dropout_groups(context), config.sites, config.lambda1, dropout_variance)
-    return ExplicitDropoutRegularizer(coefficients, sites=list(coefficients), form=config.form,
-                                      samples=config.samples, structure=config.structure)
+    return ExplicitDropoutRegularizer(
+        coefficients, sites=list(coefficients), form=config.form, samples=config.samples, structure=config.structure
+    )

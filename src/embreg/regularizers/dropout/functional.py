@@ -86,7 +86,7 @@ def _categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torc
     """
     probs = probs.detach()
     n, c = probs.shape
-    root = max(1, int(round(c ** 0.5)))
+    root = max(1, int(round(c**0.5)))
     width = next((w for w in range(root, 2 * root + 1) if c % w == 0), root)  # a divisor of C avoids padding
     blocks = -(-c // width)
     if blocks * width != c:
@@ -138,8 +138,14 @@ def _reduced_site_gradients(
     output: torch.Tensor, grad_output: torch.Tensor | None, sites: Sequence[DropoutSite], create_graph: bool
 ) -> list[torch.Tensor]:
     """``reduce(d<output, grad_output>/dh_i * h_i)`` per site, keeping the graph for a second differentiation."""
-    grads = torch.autograd.grad(output, [site.tensor for site in sites], grad_outputs=grad_output,
-                                create_graph=create_graph, retain_graph=True, allow_unused=True)
+    grads = torch.autograd.grad(
+        output,
+        [site.tensor for site in sites],
+        grad_outputs=grad_output,
+        create_graph=create_graph,
+        retain_graph=True,
+        allow_unused=True,
+    )
     out = []
     for site, grad in zip(sites, grads):
         if grad is None:
@@ -285,10 +291,11 @@ def r_approx_identity(
         return logits.new_zeros(())
     chosen = [sites[name] for name, _ in active]
     probe = torch.zeros_like(logits, requires_grad=True)
-    vjps = torch.autograd.grad(logits, [s.tensor for s in chosen], grad_outputs=probe, create_graph=True,
-                               retain_graph=True)
+    vjps = torch.autograd.grad(
+        logits, [s.tensor for s in chosen], grad_outputs=probe, create_graph=True, retain_graph=True
+    )
     tangents = [
-        (coef ** 0.5) * site.expand(rademacher(site.mask_shape(), like=site.tensor, generator=generator)) * site.tensor
+        (coef**0.5) * site.expand(rademacher(site.mask_shape(), like=site.tensor, generator=generator)) * site.tensor
         for (_, coef), site in zip(active, chosen)
     ]
     (jvp,) = torch.autograd.grad(vjps, probe, grad_outputs=tangents, create_graph=True, retain_graph=True)
@@ -339,8 +346,9 @@ def xi_approx_surrogate(
         grads = mask_gradients(loss, chosen)
     else:
         if tuple(logits_grad.shape) != tuple(logits.shape):
-            raise EmbregError(f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape "
-                              f"{tuple(logits.shape)}")
+            raise EmbregError(
+                f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape {tuple(logits.shape)}"
+            )
         grads = logit_gradients(logits, logits_grad, chosen)
     s = loss.new_zeros(())
     for (_, coef), _site, grad in zip(active, chosen, grads):

@@ -105,7 +105,9 @@ class ImplicitDropoutNoise:
         return xi_approx_surrogate(loss, sites, coefficients)
 
     def __repr__(self) -> str:
-        return f"ImplicitDropoutNoise(coefficients={self.coefficients}, sites={self.sites}, structure={self.structure!r})"
+        return (
+            f"ImplicitDropoutNoise(coefficients={self.coefficients}, sites={self.sites}, structure={self.structure!r})"
+        )
 
 
 class TwoMaskDropoutNoise:
@@ -160,16 +162,21 @@ class XiApproxConfig:
             raise EmbregError(f"lambda2={self.lambda2} must be >= 0 or null")
 
 
-@register("regularizer", "xi-approx", config=XiApproxConfig, requires=("dropout_sites",),
-          summary="xi_approx: dropout's implicit update noise added to the gradient",
-          reference="dropout-explicit-implicit-regularization.txt, eq. 4.6, Alg. 2 and 4")
+@register(
+    "regularizer",
+    "xi-approx",
+    config=XiApproxConfig,
+    requires=("dropout_sites",),
+    summary="xi_approx: dropout's implicit update noise added to the gradient",
+    reference="dropout-explicit-implicit-regularization.txt, eq. 4.6, Alg. 2 and 4",
+)
 def build_xi_approx(config: XiApproxConfig, context: Any) -> ImplicitDropoutNoise:
-    noise = site_coefficients(recipe_dropout_groups(context), config.sites, config.lambda2,
-                              lambda q: math.sqrt(dropout_variance(q)))
+    noise = site_coefficients(
+        recipe_dropout_groups(context), config.sites, config.lambda2, lambda q: math.sqrt(dropout_variance(q))
+    )
     k = getattr(context.objective, "k", None)
     scale = dropout_k_noise_scale(k) if isinstance(context.objective, DropoutK) and k is not None else 1.0
-    return ImplicitDropoutNoise({g: v * scale for g, v in noise.items()}, sites=list(noise),
-                                structure=config.structure)
+    return ImplicitDropoutNoise({g: v * scale for g, v in noise.items()}, sites=list(noise), structure=config.structure)
 
 
 @dataclass
@@ -177,10 +184,15 @@ class TwoMaskNoiseConfig:
     """``regularizers: [{name: two-mask-noise}]`` with ``objective: {name: dropout-k, k: ...}``: no arguments."""
 
 
-@register("regularizer", "two-mask-noise", config=TwoMaskNoiseConfig, requires=("dropout_sites",),
-          objectives=("dropout-k",),
-          summary="the exact two-mask noise that makes Dropout_k's update match Dropout_1's",
-          reference="dropout-explicit-implicit-regularization.txt, Sec. 3.1")
+@register(
+    "regularizer",
+    "two-mask-noise",
+    config=TwoMaskNoiseConfig,
+    requires=("dropout_sites",),
+    objectives=("dropout-k",),
+    summary="the exact two-mask noise that makes Dropout_k's update match Dropout_1's",
+    reference="dropout-explicit-implicit-regularization.txt, Sec. 3.1",
+)
 def build_two_mask_noise(config: TwoMaskNoiseConfig, context: Any) -> TwoMaskDropoutNoise:
     if not isinstance(context.objective, DropoutK):
         raise EmbregError("two-mask-noise corrects Dropout_k: use it with objective {name: dropout-k, k: ...}")

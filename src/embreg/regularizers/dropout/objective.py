@@ -69,9 +69,13 @@ class DropoutKConfig:
             raise EmbregError(f"k={self.k} must be >= 1")
 
 
-@register("objective", "dropout-k", config=DropoutKConfig,
-          summary="Dropout_k: average the loss over k dropout masks per step (any model with dropout)",
-          reference="dropout-explicit-implicit-regularization.txt, Alg. 1")
+@register(
+    "objective",
+    "dropout-k",
+    config=DropoutKConfig,
+    summary="Dropout_k: average the loss over k dropout masks per step (any model with dropout)",
+    reference="dropout-explicit-implicit-regularization.txt, Alg. 1",
+)
 def build_dropout_k(config: DropoutKConfig, context: Any) -> DropoutK:
     """:class:`DropoutK` with ``config.k`` masks."""
     return DropoutK(config.k)

@@ -40,8 +40,10 @@ def resolve_names(available: Iterable[str], requested: Iterable[str] | None) -> 
     for key in requested:
         matches = [n for n in names if n == key or n.split(".", 1)[0] == key]
         if not matches:
-            raise EmbregError(f"site {key!r} is not in the model; its dropout sites are {names} "
-                              f"(a group name such as 'hidden' selects every 'hidden.<i>')")
+            raise EmbregError(
+                f"site {key!r} is not in the model; its dropout sites are {names} "
+                f"(a group name such as 'hidden' selects every 'hidden.<i>')"
+            )
         chosen.extend(m for m in matches if m not in chosen)
     return [n for n in names if n in chosen]
 
@@ -74,8 +76,10 @@ def per_site(value: Coefficients, names: list[str]) -> dict[str, float]:
 def model_sites(model: nn.Module, batch: dict, output, structure: SiteStructure) -> dict[str, DropoutSite]:
     """``model.dropout_sites(batch, output)``, with every site's sharing set to ``"element"`` unless ``"model"``."""
     if not hasattr(model, "dropout_sites"):
-        raise EmbregError(f"{type(model).__name__} has no dropout_sites(batch, output); the analytic dropout "
-                          "regularisers need a model that names its dropout sites (e.g. LSTMLanguageModel)")
+        raise EmbregError(
+            f"{type(model).__name__} has no dropout_sites(batch, output); the analytic dropout "
+            "regularisers need a model that names its dropout sites (e.g. LSTMLanguageModel)"
+        )
     if structure not in ("element", "model"):
         raise EmbregError(f"structure={structure!r} must be 'element' (eq. 4.4) or 'model' (the model's own sharing)")
     sites: dict[str, DropoutSite] = cast("SiteModel", model).dropout_sites(batch, output)

@@ -76,8 +76,10 @@ def sweep_points(records: list[Any]) -> list[SweepPoint]:
 def chosen_on_validation(points: list[SweepPoint], metric: str) -> list[SweepPoint]:
     """At each budget with MD points, the MD point (alpha > 0) with the lowest mean ``val_<metric>``."""
     budgets = sorted({p.budget for p in points if p.alpha > 0})
-    return [min((p for p in points if p.alpha > 0 and p.budget == b), key=lambda p: p.mean(f"val_{metric}"))
-            for b in budgets]
+    return [
+        min((p for p in points if p.alpha > 0 and p.budget == b), key=lambda p: p.mean(f"val_{metric}"))
+        for b in budgets
+    ]
 
 
 def advantage_in_se(baseline: SweepPoint, other: SweepPoint, metric: str) -> float:

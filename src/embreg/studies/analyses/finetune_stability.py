@@ -29,8 +29,15 @@ from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.train.stability import gap_metric
 from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
 
-__all__ = ["FinetuneStabilityConfig", "by_variant", "brown_forsythe", "stability_table", "direction_row",
-           "DirectionRow", "build"]
+__all__ = [
+    "FinetuneStabilityConfig",
+    "by_variant",
+    "brown_forsythe",
+    "stability_table",
+    "direction_row",
+    "DirectionRow",
+    "build",
+]
 
 
 @dataclass
@@ -82,8 +89,11 @@ def stability_table(runs: dict[str, dict[int, dict[str, Any]]], metric: str, bas
     """The comparison table of ``metric`` (markdown), p-values against ``baseline``."""
     gap = gap_metric(metric)
     base = _values(runs.get(baseline, {}), metric)
-    lines = ["| method | seeds | mean | std | median | max | min | gap (train − test) | p Welch | p Mann-Whitney "
-             "| p Brown-Forsythe (spread) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| method | seeds | mean | std | median | max | min | gap (train − test) | p Welch | p Mann-Whitney "
+        "| p Brown-Forsythe (spread) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, seeds in runs.items():
         values = _values(seeds, metric)
         if not values:
@@ -92,10 +102,15 @@ def stability_table(runs: dict[str, dict[int, dict[str, Any]]], metric: str, bas
         s = summarize(values)
         gaps = _values(seeds, gap)
         gap_cell = f"{statistics.fmean(gaps):.4f}" if gaps else "—"
-        tests = (["(baseline)"] * 3 if label == baseline else
-                 [_p(welch_t_test(values, base)), _p(mann_whitney_u(values, base)), _p(brown_forsythe(values, base))])
-        lines.append(f"| {label} | {s['n']} | {s['mean']:.4f} | {s['std']:.4f} | {s['median']:.4f} | {s['max']:.4f} | "
-                     f"{s['min']:.4f} | {gap_cell} | " + " | ".join(tests) + " |")
+        tests = (
+            ["(baseline)"] * 3
+            if label == baseline
+            else [_p(welch_t_test(values, base)), _p(mann_whitney_u(values, base)), _p(brown_forsythe(values, base))]
+        )
+        lines.append(
+            f"| {label} | {s['n']} | {s['mean']:.4f} | {s['std']:.4f} | {s['median']:.4f} | {s['max']:.4f} | "
+            f"{s['min']:.4f} | {gap_cell} | " + " | ".join(tests) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -115,15 +130,20 @@ class DirectionRow:
     def markdown(self) -> str:
         if len(self.seeds) < 2:
             return f"| {self.metric} | {len(self.seeds)} | — | — | — | — | too few shared seeds |"
-        return (f"| {self.metric} | {len(self.seeds)} (seeds {self.seeds[0]}–{self.seeds[-1]}) | {self.mean[0]:.4f} vs "
-                f"{self.mean[1]:.4f} | {self.std[0]:.4f} vs {self.std[1]:.4f} | {_p(self.p_welch)} / "
-                f"{_p(self.p_mann_whitney)} | {_p(self.p_brown_forsythe)} | {self.verdict} |")
+        return (
+            f"| {self.metric} | {len(self.seeds)} (seeds {self.seeds[0]}–{self.seeds[-1]}) | {self.mean[0]:.4f} vs "
+            f"{self.mean[1]:.4f} | {self.std[0]:.4f} vs {self.std[1]:.4f} | {_p(self.p_welch)} / "
+            f"{_p(self.p_mann_whitney)} | {_p(self.p_brown_forsythe)} | {self.verdict} |"
+        )
 
 
 def direction_row(runs: dict[str, dict[int, dict[str, Any]]], metric: str, baseline: str, method: str) -> DirectionRow:
     """Method mean >= baseline mean and method std <= baseline std, on the seeds both have ``metric`` for."""
-    shared = sorted(s for s in set(runs.get(baseline, {})) & set(runs.get(method, {}))
-                    if metric in runs[baseline][s] and metric in runs[method][s])
+    shared = sorted(
+        s
+        for s in set(runs.get(baseline, {})) & set(runs.get(method, {}))
+        if metric in runs[baseline][s] and metric in runs[method][s]
+    )
     nan = float("nan")
     if len(shared) < 2:
         return DirectionRow(metric, shared, (nan, nan), (nan, nan), nan, nan, nan, "too few shared seeds")
@@ -135,10 +155,19 @@ def direction_row(runs: dict[str, dict[int, dict[str, Any]]], metric: str, basel
     else:
         mean_ok = a["mean"] >= b["mean"]
     std_ok = a["std"] <= b["std"]
-    verdict = "holds" if mean_ok and std_ok else ("mean only" if mean_ok else ("std only" if std_ok else
-                                                                               "does not hold"))
-    return DirectionRow(metric, shared, (a["mean"], b["mean"]), (a["std"], b["std"]), welch_t_test(ours, base),
-                        mann_whitney_u(ours, base), brown_forsythe(ours, base), verdict)
+    verdict = (
+        "holds" if mean_ok and std_ok else ("mean only" if mean_ok else ("std only" if std_ok else "does not hold"))
+    )
+    return DirectionRow(
+        metric,
+        shared,
+        (a["mean"], b["mean"]),
+        (a["std"], b["std"]),
+        welch_t_test(ours, base),
+        mann_whitney_u(ours, base),
+        brown_forsythe(ours, base),
+        verdict,
+    )
 
 
 def box_plot(runs: dict[str, dict[int, dict[str, Any]]], metric: str, path: Path, title: str = "") -> None:
@@ -164,26 +193,37 @@ def box_plot(runs: dict[str, dict[int, dict[str, Any]]], metric: str, path: Path
     plt.close(fig)
 
 
-@register("analysis", "finetune-stability", config=FinetuneStabilityConfig,
-          summary="stability over seeds: mean/std/median/max/min, generalisation gap, Welch / Mann-Whitney / "
-                  "Brown-Forsythe p-values, the Table-1 direction check and a box plot",
-          reference="lnsr-noise-stability-bert.txt, Tables 1 and 3, Sec. 4.4, Fig. 2")
+@register(
+    "analysis",
+    "finetune-stability",
+    config=FinetuneStabilityConfig,
+    summary="stability over seeds: mean/std/median/max/min, generalisation gap, Welch / Mann-Whitney / "
+    "Brown-Forsythe p-values, the Table-1 direction check and a box plot",
+    reference="lnsr-noise-stability-bert.txt, Tables 1 and 3, Sec. 4.4, Fig. 2",
+)
 def build(config: FinetuneStabilityConfig, context: AnalysisContext) -> Section:
     spec = context.spec
     baseline = config.baseline or spec.baseline
     method = config.method or list(spec.variants)[-1]
     runs = by_variant(context.final(), list(spec.variants))
-    parts = [f"p-values compare each variant's per-seed values with {baseline}'s: Welch's t-test and Mann-Whitney U "
-             "for the level, Brown-Forsythe for the spread. The gap column is the mean of train minus test score "
-             "(Table 3).", ""]
+    parts = [
+        f"p-values compare each variant's per-seed values with {baseline}'s: Welch's t-test and Mann-Whitney U "
+        "for the level, Brown-Forsythe for the spread. The gap column is the mean of train minus test score "
+        "(Table 3).",
+        "",
+    ]
     for metric in config.metrics:
         parts += [f"**{metric}**", "", stability_table(runs, metric, baseline)]
     claims = []
     if config.check_metrics:
-        parts += [f"Table-1 direction ({method} mean at least {baseline}'s and {method} std at most {baseline}'s), on "
-                  "the seeds both finished:", "",
-                  f"| metric | shared seeds | mean {method} vs {baseline} | std {method} vs {baseline} | "
-                  "p Welch / Mann-Whitney | p Brown-Forsythe | direction |", "|---|---|---|---|---|---|---|"]
+        parts += [
+            f"Table-1 direction ({method} mean at least {baseline}'s and {method} std at most {baseline}'s), on "
+            "the seeds both finished:",
+            "",
+            f"| metric | shared seeds | mean {method} vs {baseline} | std {method} vs {baseline} | "
+            "p Welch / Mann-Whitney | p Brown-Forsythe | direction |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for metric in config.check_metrics:
             row = direction_row(runs, metric, baseline, method)
             parts.append(row.markdown())
@@ -191,10 +231,15 @@ def build(config: FinetuneStabilityConfig, context: AnalysisContext) -> Section:
                 lower = row.std[0] <= row.std[1]
                 significant = not math.isnan(row.p_brown_forsythe) and row.p_brown_forsythe < 0.05
                 verdict = "reproduced" if lower and significant else ("partly" if lower else "not reproduced")
-                claims.append(ClaimRow(
-                    f"{method} lowers the seed-to-seed spread of {metric} against {baseline} (Table 1, std row)",
-                    f"std {row.std[0]:.4f} vs {row.std[1]:.4f} over {len(row.seeds)} shared seeds, Brown-Forsythe "
-                    f"p = {_p(row.p_brown_forsythe)}", verdict, row.p_brown_forsythe))
+                claims.append(
+                    ClaimRow(
+                        f"{method} lowers the seed-to-seed spread of {metric} against {baseline} (Table 1, std row)",
+                        f"std {row.std[0]:.4f} vs {row.std[1]:.4f} over {len(row.seeds)} shared seeds, Brown-Forsythe "
+                        f"p = {_p(row.p_brown_forsythe)}",
+                        verdict,
+                        row.p_brown_forsythe,
+                    )
+                )
         parts.append("")
     figures = []
     if config.box_metric:

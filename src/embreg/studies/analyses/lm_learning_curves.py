@@ -77,9 +77,15 @@ def _plot(panels: dict[str, list[str]], runs: dict[tuple[str, int], Any], metric
             if variant not in variants:
                 continue
             values = curve(record, metric)
-            ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, color=colours[variant],
-                    linestyle="-" if seed == min(s for v, s in runs if v == variant) else "--",
-                    label=variant if seed == min(s for v, s in runs if v == variant) else None)
+            ax.plot(
+                range(1, len(values) + 1),
+                values,
+                marker="o",
+                markersize=3,
+                color=colours[variant],
+                linestyle="-" if seed == min(s for v, s in runs if v == variant) else "--",
+                label=variant if seed == min(s for v, s in runs if v == variant) else None,
+            )
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
@@ -91,10 +97,14 @@ def _plot(panels: dict[str, list[str]], runs: dict[tuple[str, int], Any], metric
     plt.close(fig)
 
 
-@register("analysis", "lm-learning-curves", config=LMCurvesConfig,
-          summary="per-run best epoch, best validation and test perplexity, values at fixed epochs, best value "
-                  "per seed, and validation curves with one panel per paper figure",
-          reference="dropout-explicit-implicit-regularization.txt, Figs. 1-5")
+@register(
+    "analysis",
+    "lm-learning-curves",
+    config=LMCurvesConfig,
+    summary="per-run best epoch, best validation and test perplexity, values at fixed epochs, best value "
+    "per seed, and validation curves with one panel per paper figure",
+    reference="dropout-explicit-implicit-regularization.txt, Figs. 1-5",
+)
 def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
     spec = context.spec
     final = context.final()
@@ -104,19 +114,28 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
     seeds = sorted({r.seed for r in final})
     best = "val_" + config.metric.split("_", 1)[1] if "_" in config.metric else config.metric
     test = "test_" + config.metric.split("_", 1)[1] if "_" in config.metric else config.metric
-    lines = ["Per run (best epoch counted from 1; seconds per epoch are medians over the run's epochs and mostly say "
-             "how much CPU the run got):", "",
-             f"| run | seed | epochs run | best epoch | best {best} | {test} (best epoch) | s / epoch (median) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "Per run (best epoch counted from 1; seconds per epoch are medians over the run's epochs and mostly say "
+        "how much CPU the run got):",
+        "",
+        f"| run | seed | epochs run | best epoch | best {best} | {test} (best epoch) | s / epoch (median) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for (variant, seed), r in runs.items():
         m = r.metrics
         best_epoch = m.get("best_epoch")
-        lines.append(f"| {variant} | {seed} | {m.get('epochs_run', len(curve(r, config.metric)))} | "
-                     f"{'-' if best_epoch is None else int(best_epoch) + 1} | {_fmt(m.get(best))} | "
-                     f"{_fmt(m.get(test))} | {_fmt(median_seconds(r), 0)} |")
-    lines += ["", f"{config.metric} at fixed epochs (`-`: the run had stopped):", "",
-              "| run | seed | " + " | ".join(f"epoch {e}" for e in config.epochs) + " | best |",
-              "|---|---:|" + "---:|" * (len(config.epochs) + 1)]
+        lines.append(
+            f"| {variant} | {seed} | {m.get('epochs_run', len(curve(r, config.metric)))} | "
+            f"{'-' if best_epoch is None else int(best_epoch) + 1} | {_fmt(m.get(best))} | "
+            f"{_fmt(m.get(test))} | {_fmt(median_seconds(r), 0)} |"
+        )
+    lines += [
+        "",
+        f"{config.metric} at fixed epochs (`-`: the run had stopped):",
+        "",
+        "| run | seed | " + " | ".join(f"epoch {e}" for e in config.epochs) + " | best |",
+        "|---|---:|" + "---:|" * (len(config.epochs) + 1),
+    ]
     for (variant, seed), r in runs.items():
         values = curve(r, config.metric)
         if not values:
@@ -125,20 +144,36 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
         cells = [_fmt(value_at(r, config.metric, e)) for e in config.epochs]
         lines.append(f"| {variant} | {seed} | " + " | ".join(cells) + f" | {low:.1f} ({values.index(low) + 1}) |")
     if len(seeds) > 1:
-        lines += ["", f"Best {best} per seed and the mean over seeds:", "",
-                  "| run | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | "
-                  + " / ".join(f"{test} seed {s}" for s in seeds) + " |",
-                  "|---|" + "---:|" * (len(seeds) + 2)]
+        lines += [
+            "",
+            f"Best {best} per seed and the mean over seeds:",
+            "",
+            "| run | "
+            + " | ".join(f"seed {s}" for s in seeds)
+            + " | mean | "
+            + " / ".join(f"{test} seed {s}" for s in seeds)
+            + " |",
+            "|---|" + "---:|" * (len(seeds) + 2),
+        ]
         for variant in dict.fromkeys(v for v, _ in runs):
             vals = [runs[(variant, s)].metrics.get(best) if (variant, s) in runs else None for s in seeds]
             tests = [runs[(variant, s)].metrics.get(test) if (variant, s) in runs else None for s in seeds]
             present = [v for v in vals if v is not None]
             mean = summarize(present)["mean"] if present else None
-            lines.append(f"| {variant} | " + " | ".join(_fmt(v) for v in vals) + f" | **{_fmt(mean)}** | "
-                         + " / ".join(_fmt(t) for t in tests) + " |")
+            lines.append(
+                f"| {variant} | "
+                + " | ".join(_fmt(v) for v in vals)
+                + f" | **{_fmt(mean)}** | "
+                + " / ".join(_fmt(t) for t in tests)
+                + " |"
+            )
     panels = config.panels or {spec.title: list(spec.variants)}
     name = f"{spec.name}-{config.metric}-curves.png"
     _plot(panels, runs, config.metric, Path(context.out_dir) / name)
-    lines += ["", f"![{config.metric} per epoch]({name})", "",
-              "One panel per paper figure; with two seeds, the second is dashed."]
+    lines += [
+        "",
+        f"![{config.metric} per epoch]({name})",
+        "",
+        "One panel per paper figure; with two seeds, the second is dashed.",
+    ]
     return Section("Learning curves", "\n".join(lines) + "\n", figures=[name])

@@ -15,7 +15,6 @@ Welch test at 5 %).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from embreg.registry import register
@@ -50,19 +49,24 @@ class MDEfficiencyConfig:
     size: str = "embedding_parameters"
     rows: int = 0
     target_ratio: float = 0.25
-    efficiency_claim: str = ("MD matches the best uniform model with <= 1/4 of its parameters (abstract: "
-                             "'maintain it using 16x fewer parameters'; Sec. V-A, Fig. 2a/2b)")
-    budget_claim: str = ("MD beats uniform embeddings at a given budget, especially at low budgets "
-                         "(Sec. V-B: 'MD embeddings substantially outperform UD embeddings, especially at low "
-                         "parameter budgets', Fig. 3a/3d)")
+    efficiency_claim: str = (
+        "MD matches the best uniform model with <= 1/4 of its parameters (abstract: "
+        "'maintain it using 16x fewer parameters'; Sec. V-A, Fig. 2a/2b)"
+    )
+    budget_claim: str = (
+        "MD beats uniform embeddings at a given budget, especially at low budgets "
+        "(Sec. V-B: 'MD embeddings substantially outperform UD embeddings, especially at low "
+        "parameter budgets', Fig. 3a/3d)"
+    )
 
 
 def _size(point: SweepPoint, size: str) -> float:
     return point.mean(size)
 
 
-def _smallest_matching(reference: SweepPoint, candidates: list[SweepPoint], metric: str,
-                       size: str) -> SweepPoint | None:
+def _smallest_matching(
+    reference: SweepPoint, candidates: list[SweepPoint], metric: str, size: str
+) -> SweepPoint | None:
     test = f"test_{metric}"
     matching = [p for p in candidates if p.mean(test) <= reference.mean(test)]
     return min(matching, key=lambda p: _size(p, size)) if matching else None
@@ -77,19 +81,24 @@ def efficiency_readings(points: list[SweepPoint], metric: str, size: str) -> dic
     md = [p for p in points if p.alpha > 0]
     out = {}
     for reading, reference, candidates in (
-            ("on_test", min(uniform, key=lambda p: p.mean(f"test_{metric}")), md),
-            ("on_validation", min(uniform, key=lambda p: p.mean(f"val_{metric}")),
-             chosen_on_validation(points, metric))):
+        ("on_test", min(uniform, key=lambda p: p.mean(f"test_{metric}")), md),
+        ("on_validation", min(uniform, key=lambda p: p.mean(f"val_{metric}")), chosen_on_validation(points, metric)),
+    ):
         smallest = _smallest_matching(reference, candidates, metric, size)
-        out[reading] = {"best_uniform": reference, "smallest_md": smallest,
-                        "ratio": _size(smallest, size) / _size(reference, size) if smallest else None}
+        out[reading] = {
+            "best_uniform": reference,
+            "smallest_md": smallest,
+            "ratio": _size(smallest, size) / _size(reference, size) if smallest else None,
+        }
     return out
 
 
 def _point_text(point: SweepPoint, cfg: MDEfficiencyConfig) -> str:
     kind = "uniform" if point.alpha == 0 else f"MD alpha {point.alpha:g}"
-    return (f"{kind} at {per_row(point, cfg.rows)}, {point.text(f'test_{cfg.metric}')} "
-            f"({_size(point, cfg.size):,.0f} {cfg.size.replace('_', ' ')})")
+    return (
+        f"{kind} at {per_row(point, cfg.rows)}, {point.text(f'test_{cfg.metric}')} "
+        f"({_size(point, cfg.size):,.0f} {cfg.size.replace('_', ' ')})"
+    )
 
 
 def _efficiency_claim(points: list[SweepPoint], readings: dict, cfg: MDEfficiencyConfig) -> ClaimRow:
@@ -99,8 +108,10 @@ def _efficiency_claim(points: list[SweepPoint], readings: dict, cfg: MDEfficienc
     for reading in ("on_test", "on_validation"):
         r = readings[reading]
         how = "alpha picked on test" if reading == "on_test" else "everything chosen on validation"
-        parts.append(f"smallest MD as good ({how}): " + (
-            f"{_point_text(r['smallest_md'], cfg)}, {r['ratio']:.2f}x" if r["smallest_md"] else "none"))
+        parts.append(
+            f"smallest MD as good ({how}): "
+            + (f"{_point_text(r['smallest_md'], cfg)}, {r['ratio']:.2f}x" if r["smallest_md"] else "none")
+        )
     limit = cfg.target_ratio * _size(reference, cfg.size)
     within = [p for p in points if p.alpha > 0 and _size(p, cfg.size) <= limit]
     p_value = float("nan")
@@ -108,8 +119,10 @@ def _efficiency_claim(points: list[SweepPoint], readings: dict, cfg: MDEfficienc
         best = min(within, key=lambda p: p.mean(test))
         behind = -advantage_in_se(reference, best, cfg.metric)
         p_value = welch_p(reference, best, cfg.metric)
-        parts.append(f"best MD within {cfg.target_ratio:g}x its parameters: {_point_text(best, cfg)}, "
-                     f"{behind:+.1f} standard errors behind (Welch p = {p_value:.2g})")
+        parts.append(
+            f"best MD within {cfg.target_ratio:g}x its parameters: {_point_text(best, cfg)}, "
+            f"{behind:+.1f} standard errors behind (Welch p = {p_value:.2g})"
+        )
     else:
         parts.append(f"no MD point has <= {cfg.target_ratio:g}x its parameters")
     on_val, on_test = readings["on_validation"]["ratio"], readings["on_test"]["ratio"]
@@ -136,7 +149,8 @@ def _budget_claim(rows: list[tuple[SweepPoint, SweepPoint, float, float]], cfg: 
     test = f"test_{cfg.metric}"
     reading = "MD (alpha chosen on validation) ahead of uniform, in standard errors: " + ", ".join(
         f"{signed(se)} at {per_row(u, cfg.rows)} ({m.mean(test):.4f} vs {u.mean(test):.4f}, p = {p:.2g})"
-        for u, m, se, p in rows)
+        for u, m, se, p in rows
+    )
     return ClaimRow(cfg.budget_claim, reading, verdict, rows[0][3] if rows else float("nan"))
 
 
@@ -151,9 +165,15 @@ def _plot(points: list[SweepPoint], cfg: MDEfficiencyConfig, path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for alpha, color in zip(alphas, plt.cm.viridis([i / max(1, len(alphas) - 1) * 0.9 for i in range(len(alphas))])):
         curve = sorted((p for p in points if p.alpha == alpha), key=lambda p: _size(p, cfg.size))
-        ax.errorbar([_size(p, cfg.size) for p in curve], [p.mean(test) for p in curve],
-                    yerr=[p.std(test) for p in curve], color=color, marker="o", capsize=2,
-                    label="uniform" if alpha == 0 else f"alpha={alpha:g}")
+        ax.errorbar(
+            [_size(p, cfg.size) for p in curve],
+            [p.mean(test) for p in curve],
+            yerr=[p.std(test) for p in curve],
+            color=color,
+            marker="o",
+            capsize=2,
+            label="uniform" if alpha == 0 else f"alpha={alpha:g}",
+        )
     ax.set_xscale("log")
     ax.set_xlabel(cfg.size.replace("_", " "))
     ax.set_ylabel(f"test {cfg.label} (mean ± std over seeds)")
@@ -164,9 +184,13 @@ def _plot(points: list[SweepPoint], cfg: MDEfficiencyConfig, path) -> None:
     plt.close(fig)
 
 
-@register("analysis", "md-efficiency", config=MDEfficiencyConfig,
-          summary="MD budget curve, MD vs uniform per budget, smallest MD matching the best uniform model",
-          reference="mixed-dimension-embeddings.txt, Sec. V, Fig. 2b and 3a/3d")
+@register(
+    "analysis",
+    "md-efficiency",
+    config=MDEfficiencyConfig,
+    summary="MD budget curve, MD vs uniform per budget, smallest MD matching the best uniform model",
+    reference="mixed-dimension-embeddings.txt, Sec. V, Fig. 2b and 3a/3d",
+)
 def build(config: MDEfficiencyConfig, context: AnalysisContext) -> Section:
     cfg = config
     points = sweep_points(context.records)
@@ -180,32 +204,47 @@ def build(config: MDEfficiencyConfig, context: AnalysisContext) -> Section:
         if md.budget in uniform:
             u = uniform[md.budget]
             rows.append((u, md, advantage_in_se(u, md, cfg.metric), welch_p(u, md, cfg.metric)))
-    lines = [f"Test {cfg.label}, mean ± std over seeds; MD at the alpha with the lowest mean validation {cfg.label} "
-             f"at each budget; \"ahead\": uniform's mean minus MD's in standard errors of the difference (positive: "
-             f"MD better), p: two-sided Welch test. Best alpha on test is an optimistic pick, shown for reference.", "",
-             f"| budget | uniform | setting | MD, alpha chosen on val. | setting | MD ahead (SE) | p | "
-             f"best alpha on test | {cfg.size.replace('_', ' ')}: MD / uniform |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Test {cfg.label}, mean ± std over seeds; MD at the alpha with the lowest mean validation {cfg.label} "
+        f"at each budget; \"ahead\": uniform's mean minus MD's in standard errors of the difference (positive: "
+        f"MD better), p: two-sided Welch test. Best alpha on test is an optimistic pick, shown for reference.",
+        "",
+        f"| budget | uniform | setting | MD, alpha chosen on val. | setting | MD ahead (SE) | p | "
+        f"best alpha on test | {cfg.size.replace('_', ' ')}: MD / uniform |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for u, md, se, p in rows:
         top = min((q for q in points if q.alpha > 0 and q.budget == u.budget), key=lambda q: q.mean(test))
-        lines.append(f"| {per_row(u, cfg.rows)} ({u.budget:,.0f}) | {u.text(test)} | {u.setting} | "
-                     f"{md.text(test)} ({md.alpha:g}) | {md.setting} | {signed(se)} | {p:.2g} | "
-                     f"{top.alpha:g}: {top.text(test)} | {_size(md, cfg.size) / _size(u, cfg.size):.2f}x |")
+        lines.append(
+            f"| {per_row(u, cfg.rows)} ({u.budget:,.0f}) | {u.text(test)} | {u.setting} | "
+            f"{md.text(test)} ({md.alpha:g}) | {md.setting} | {signed(se)} | {p:.2g} | "
+            f"{top.alpha:g}: {top.text(test)} | {_size(md, cfg.size) / _size(u, cfg.size):.2f}x |"
+        )
     for budget, u in sorted(uniform.items()):
         if budget not in {r[0].budget for r in rows}:
             lines.append(f"| {per_row(u, cfg.rows)} ({budget:,.0f}) | {u.text(test)} | {u.setting} | — | | | | | |")
     lines += ["", f"Smallest MD at least as good as the best uniform model ({cfg.size.replace('_', ' ')}):", ""]
-    for reading, how in (("on_test", f"uniform with the best mean test {cfg.label}; MD at any alpha"),
-                         ("on_validation", f"uniform with the best mean validation {cfg.label}; MD at the alpha "
-                                           "chosen on validation")):
+    for reading, how in (
+        ("on_test", f"uniform with the best mean test {cfg.label}; MD at any alpha"),
+        ("on_validation", f"uniform with the best mean validation {cfg.label}; MD at the alpha chosen on validation"),
+    ):
         r = readings[reading]
-        lines.append(f"* {reading.replace('_', ' ')} ({how}): best uniform {_point_text(r['best_uniform'], cfg)}; "
-                     + (f"smallest MD as good: {_point_text(r['smallest_md'], cfg)}, **{r['ratio']:.2f}x** its "
-                        "parameters." if r["smallest_md"] else "no MD configuration reaches it."))
+        lines.append(
+            f"* {reading.replace('_', ' ')} ({how}): best uniform {_point_text(r['best_uniform'], cfg)}; "
+            + (
+                f"smallest MD as good: {_point_text(r['smallest_md'], cfg)}, **{r['ratio']:.2f}x** its parameters."
+                if r["smallest_md"]
+                else "no MD configuration reaches it."
+            )
+        )
     figure = "md-budget-curve.png"
     _plot(points, cfg, context.out_dir / figure)
     claims = [_efficiency_claim(points, readings, cfg)]
     if rows:
         claims.append(_budget_claim(rows, cfg))
-    return Section("Parameter efficiency and MD against uniform per budget", "\n".join(lines) + "\n",
-                   figures=[figure], claims=claims)
+    return Section(
+        "Parameter efficiency and MD against uniform per budget",
+        "\n".join(lines) + "\n",
+        figures=[figure],
+        claims=claims,
+    )

@@ -29,8 +29,10 @@ class MDPopularityConfig:
 
     rows: int = 0
     fixed_budget: float = 0.0
-    claim: str = ("A non-zero alpha improves test loss on popular items and is on par with or slightly better than "
-                  "uniform on rare items (Sec. V-B, Fig. 3b/3e)")
+    claim: str = (
+        "A non-zero alpha improves test loss on popular items and is on par with or slightly better than "
+        "uniform on rare items (Sec. V-B, Fig. 3b/3e)"
+    )
 
 
 def _plot(points, cfg: MDPopularityConfig, path) -> None:
@@ -55,9 +57,12 @@ def _plot(points, cfg: MDPopularityConfig, path) -> None:
     fixed = sorted((p for p in points if p.budget == cfg.fixed_budget), key=lambda p: p.alpha)
     if fixed:
         a = [p.alpha for p in fixed]
-        for metric, style, label in (("test_mse_popular", "r-o", "popular, test"),
-                                     ("train_mse_popular", "r--o", "popular, train"),
-                                     ("test_mse_rare", "b-o", "rare, test"), ("train_mse_rare", "b--o", "rare, train")):
+        for metric, style, label in (
+            ("test_mse_popular", "r-o", "popular, test"),
+            ("train_mse_popular", "r--o", "popular, train"),
+            ("test_mse_rare", "b-o", "rare, test"),
+            ("train_mse_rare", "b--o", "rare, train"),
+        ):
             axes[1].plot(a, [p.mean(metric) for p in fixed], style, label=label)
         axes[1].set_xlabel("alpha")
         axes[1].set_ylabel("MSE")
@@ -70,18 +75,26 @@ def _plot(points, cfg: MDPopularityConfig, path) -> None:
     plt.close(fig)
 
 
-@register("analysis", "md-popularity", config=MDPopularityConfig,
-          summary="MD vs uniform on the popular and the rare third of items (CF sweeps)",
-          reference="mixed-dimension-embeddings.txt, Sec. V-B, Fig. 3b/3c")
+@register(
+    "analysis",
+    "md-popularity",
+    config=MDPopularityConfig,
+    summary="MD vs uniform on the popular and the rare third of items (CF sweeps)",
+    reference="mixed-dimension-embeddings.txt, Sec. V-B, Fig. 3b/3c",
+)
 def build(config: MDPopularityConfig, context: AnalysisContext) -> Section:
     cfg = config
     points = sweep_points(context.records)
     uniform = {p.budget: p for p in points if p.alpha == 0}
-    lines = ["Test MSE on the ratings of the most popular / least popular third of items (thirds of the training "
-             "popularity mass), mean ± std over seeds; MD at the alpha chosen on validation (overall MSE), and the "
-             "range over every alpha.", "",
-             "| budget | uniform: popular | MD: popular | every alpha: popular | uniform: rare | MD: rare | "
-             "every alpha: rare |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "Test MSE on the ratings of the most popular / least popular third of items (thirds of the training "
+        "popularity mass), mean ± std over seeds; MD at the alpha chosen on validation (overall MSE), and the "
+        "range over every alpha.",
+        "",
+        "| budget | uniform: popular | MD: popular | every alpha: popular | uniform: rare | MD: rare | "
+        "every alpha: rare |",
+        "|---|---|---|---|---|---|---|",
+    ]
     better_popular, worse_rare, n, first_p = [], [], 0, float("nan")
     for md in chosen_on_validation(points, "mse"):
         u = uniform.get(md.budget)
@@ -89,8 +102,10 @@ def build(config: MDPopularityConfig, context: AnalysisContext) -> Section:
             continue
         n += 1
         every = [p for p in points if p.alpha > 0 and p.budget == md.budget]
-        spans = {m: f"{min(p.mean(m) for p in every):.4f}-{max(p.mean(m) for p in every):.4f}"
-                 for m in ("test_mse_popular", "test_mse_rare")}
+        spans = {
+            m: f"{min(p.mean(m) for p in every):.4f}-{max(p.mean(m) for p in every):.4f}"
+            for m in ("test_mse_popular", "test_mse_rare")
+        }
         p_pop = welch_t_test(u.values("test_mse_popular"), md.values("test_mse_popular"))
         p_rare = welch_t_test(u.values("test_mse_rare"), md.values("test_mse_rare"))
         first_p = p_pop if n == 1 else first_p
@@ -98,16 +113,20 @@ def build(config: MDPopularityConfig, context: AnalysisContext) -> Section:
             better_popular.append((md, p_pop))
         if md.mean("test_mse_rare") > u.mean("test_mse_rare") and p_rare < 0.05:
             worse_rare.append(md)
-        lines.append(f"| {per_row(u, cfg.rows)} | {u.text('test_mse_popular')} | {md.text('test_mse_popular')} "
-                     f"({md.alpha:g}) | {spans['test_mse_popular']} | {u.text('test_mse_rare')} | "
-                     f"{md.text('test_mse_rare')} | {spans['test_mse_rare']} |")
+        lines.append(
+            f"| {per_row(u, cfg.rows)} | {u.text('test_mse_popular')} | {md.text('test_mse_popular')} "
+            f"({md.alpha:g}) | {spans['test_mse_popular']} | {u.text('test_mse_rare')} | "
+            f"{md.text('test_mse_rare')} | {spans['test_mse_rare']} |"
+        )
     figure = "md-popular-rare.png"
     _plot(points, cfg, context.out_dir / figure)
     significant = sum(p < 0.05 for _, p in better_popular)
-    reading = (f"MD (alpha chosen on validation) has the lower popular-third test MSE at {len(better_popular)} of {n} "
-               f"budgets ({significant} at p < 0.05); its rare-third test MSE is significantly worse than uniform's "
-               f"at {len(worse_rare)} of {n}" + (" (" + ", ".join(per_row(m, cfg.rows) for m in worse_rare) + ")"
-                                                  if worse_rare else ""))
+    reading = (
+        f"MD (alpha chosen on validation) has the lower popular-third test MSE at {len(better_popular)} of {n} "
+        f"budgets ({significant} at p < 0.05); its rare-third test MSE is significantly worse than uniform's "
+        f"at {len(worse_rare)} of {n}"
+        + (" (" + ", ".join(per_row(m, cfg.rows) for m in worse_rare) + ")" if worse_rare else "")
+    )
     if n == 0:
         verdict = "not reproduced"
     elif len(better_popular) == n and not worse_rare:
@@ -118,5 +137,9 @@ def build(config: MDPopularityConfig, context: AnalysisContext) -> Section:
         verdict = "opposite"
     else:
         verdict = "not reproduced"
-    return Section("Popular and rare items", "\n".join(lines) + "\n", figures=[figure],
-                   claims=[ClaimRow(cfg.claim, reading, verdict, first_p)])
+    return Section(
+        "Popular and rare items",
+        "\n".join(lines) + "\n",
+        figures=[figure],
+        claims=[ClaimRow(cfg.claim, reading, verdict, first_p)],
+    )

@@ -31,8 +31,7 @@ class MDTimeToTargetConfig:
 
     slack: float = 0.005
     rows: int = 0
-    claim: str = ("MD trains > 2x faster than uniform embeddings to a given loss (Sec. V-A, Fig. 2c; the paper on "
-                  "a GPU)")
+    claim: str = "MD trains > 2x faster than uniform embeddings to a given loss (Sec. V-A, Fig. 2c; the paper on a GPU)"
 
 
 def time_to_target(record: Any, target: float) -> float | None:
@@ -73,9 +72,13 @@ def _median(times: list[float | None]) -> float | None:
     return summarize(done)["median"] if done else None
 
 
-@register("analysis", "md-time-to-target", config=MDTimeToTargetConfig,
-          summary="MD vs uniform: training time to a target validation log-loss and to the best epoch (CTR)",
-          reference="mixed-dimension-embeddings.txt, Sec. V-A, Fig. 2c")
+@register(
+    "analysis",
+    "md-time-to-target",
+    config=MDTimeToTargetConfig,
+    summary="MD vs uniform: training time to a target validation log-loss and to the best epoch (CTR)",
+    reference="mixed-dimension-embeddings.txt, Sec. V-A, Fig. 2c",
+)
 def build(config: MDTimeToTargetConfig, context: AnalysisContext) -> Section:
     cfg = config
     points = sweep_points(context.records)
@@ -83,11 +86,15 @@ def build(config: MDTimeToTargetConfig, context: AnalysisContext) -> Section:
     if not uniform:
         return Section("Time to target", "No uniform (alpha 0) point in the log: no target.\n")
     target = min(p.mean("val_logloss") for p in uniform.values()) + cfg.slack
-    lines = [f"Target: the best uniform mean validation log-loss + {cfg.slack:g} = {target:.4f}. Time to target: "
-             "seeds that reached it / seeds, median training seconds of those; train time: seconds up to the best "
-             "validation epoch (mean ± std). Wall clock, indicative only.", "",
-             "| budget | uniform: time to target | uniform: train time (s) | MD alpha (chosen on val.) | "
-             "MD: time to target | MD: train time (s) |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Target: the best uniform mean validation log-loss + {cfg.slack:g} = {target:.4f}. Time to target: "
+        "seeds that reached it / seeds, median training seconds of those; train time: seconds up to the best "
+        "validation epoch (mean ± std). Wall clock, indicative only.",
+        "",
+        "| budget | uniform: time to target | uniform: train time (s) | MD alpha (chosen on val.) | "
+        "MD: time to target | MD: train time (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     ratios = []
     for md in chosen_on_validation(points, "logloss"):
         u = uniform.get(md.budget)
@@ -97,18 +104,20 @@ def build(config: MDTimeToTargetConfig, context: AnalysisContext) -> Section:
         best = {p.alpha: summarize([seconds_to_best(r) for r in p.records]) for p in (u, md)}
         mu, mm = _median(times[0.0]), _median(times[md.alpha])
         ratios.append((md, None if mu is None or mm is None else mu / mm, mu, mm))
-        lines.append(f"| {per_row(u, cfg.rows)} | {reached_text(times[0.0])} | {best[0.0]['mean']:.1f} ± "
-                     f"{best[0.0]['std']:.1f} | {md.alpha:g} | {reached_text(times[md.alpha])} | "
-                     f"{best[md.alpha]['mean']:.1f} ± {best[md.alpha]['std']:.1f} |")
+        lines.append(
+            f"| {per_row(u, cfg.rows)} | {reached_text(times[0.0])} | {best[0.0]['mean']:.1f} ± "
+            f"{best[0.0]['std']:.1f} | {md.alpha:g} | {reached_text(times[md.alpha])} | "
+            f"{best[md.alpha]['mean']:.1f} ± {best[md.alpha]['std']:.1f} |"
+        )
     known = [r for _, r, _, _ in ratios if r is not None]
     reading = "median seconds to the target, uniform / MD: " + ", ".join(
         f"{per_row(m, cfg.rows)}: {mu:.1f} / {mm:.1f} s ({r:.2f}x)" if r is not None else f"{per_row(m, cfg.rows)}: —"
-        for m, r, mu, mm in ratios)
+        for m, r, mu, mm in ratios
+    )
     if known and all(r >= 2 for r in known):
         verdict = "reproduced"
     elif any(r > 1 for r in known):
         verdict = "partly"
     else:
         verdict = "not reproduced"
-    return Section("Time to a given log-loss", "\n".join(lines) + "\n",
-                   claims=[ClaimRow(cfg.claim, reading, verdict)])
+    return Section("Time to a given log-loss", "\n".join(lines) + "\n", claims=[ClaimRow(cfg.claim, reading, verdict)])

@@ -47,8 +47,9 @@ def curve_points(records: list[Any], axis: str, metric: str) -> dict[str, dict[A
     return out
 
 
-def plot_curve(points: dict[str, dict[Any, tuple[float, float, int]]], axis: str, metric: str, path: Path,
-               title: str = "") -> None:
+def plot_curve(
+    points: dict[str, dict[Any, tuple[float, float, int]]], axis: str, metric: str, path: Path, title: str = ""
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,8 +58,9 @@ def plot_curve(points: dict[str, dict[Any, tuple[float, float, int]]], axis: str
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for variant, by_value in points.items():
         xs = list(by_value)
-        ax.errorbar(xs, [by_value[x][0] for x in xs], yerr=[by_value[x][1] for x in xs], marker="o", capsize=3,
-                    label=variant)
+        ax.errorbar(
+            xs, [by_value[x][0] for x in xs], yerr=[by_value[x][1] for x in xs], marker="o", capsize=3, label=variant
+        )
     if all(isinstance(x, (int, float)) and x > 0 for by_value in points.values() for x in by_value):
         ax.set_xscale("log")
     ax.set_xlabel(axis)
@@ -72,31 +74,50 @@ def plot_curve(points: dict[str, dict[Any, tuple[float, float, int]]], axis: str
     plt.close(fig)
 
 
-@register("analysis", "size-curve", config=SizeCurveConfig,
-          summary="mean ± std of a metric against one grid axis (e.g. training-set size), one line per variant",
-          reference="lnsr-noise-stability-bert.txt, Fig. 4")
+@register(
+    "analysis",
+    "size-curve",
+    config=SizeCurveConfig,
+    summary="mean ± std of a metric against one grid axis (e.g. training-set size), one line per variant",
+    reference="lnsr-noise-stability-bert.txt, Fig. 4",
+)
 def build(config: SizeCurveConfig, context: AnalysisContext) -> Section:
     spec = context.spec
     baseline = config.baseline or spec.baseline
     points = curve_points(context.final(), config.axis, config.metric)
     order = [v for v in spec.variants if v in points]
     axis_values = list(spec.grid.get(config.axis) or sorted({x for p in points.values() for x in p}))
-    lines = [f"{config.metric}, mean ± std (seeds) per `{config.axis}`; — : no finished run yet:", "",
-             "| variant | " + " | ".join(str(x) for x in axis_values) + " |",
-             "|---|" + "---:|" * len(axis_values)]
+    lines = [
+        f"{config.metric}, mean ± std (seeds) per `{config.axis}`; — : no finished run yet:",
+        "",
+        "| variant | " + " | ".join(str(x) for x in axis_values) + " |",
+        "|---|" + "---:|" * len(axis_values),
+    ]
     for variant in order:
-        cells = [f"{points[variant][x][0]:.4f} ± {points[variant][x][1]:.4f} ({points[variant][x][2]})"
-                 if x in points[variant] else "—" for x in axis_values]
+        cells = [
+            f"{points[variant][x][0]:.4f} ± {points[variant][x][1]:.4f} ({points[variant][x][2]})"
+            if x in points[variant]
+            else "—"
+            for x in axis_values
+        ]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines.append("")
     for variant in order:
         if variant == baseline or baseline not in points:
             continue
-        diffs = [f"{x}: {points[variant][x][0] - points[baseline][x][0]:+.4f}" for x in axis_values
-                 if x in points[variant] and x in points[baseline]]
+        diffs = [
+            f"{x}: {points[variant][x][0] - points[baseline][x][0]:+.4f}"
+            for x in axis_values
+            if x in points[variant] and x in points[baseline]
+        ]
         lines.append(f"{variant} minus {baseline}, mean {config.metric}: " + "; ".join(diffs) + ".")
     name = f"{spec.name}-{config.metric}.png"
-    plot_curve({v: points[v] for v in order}, config.axis, config.metric, Path(context.out_dir) / name,
-               title=spec.title if len(spec.title) < 70 else "")
+    plot_curve(
+        {v: points[v] for v in order},
+        config.axis,
+        config.metric,
+        Path(context.out_dir) / name,
+        title=spec.title if len(spec.title) < 70 else "",
+    )
     lines += ["", f"![{config.metric} against {config.axis}]({name})"]
     return Section(f"{config.metric} against {config.axis}", "\n".join(lines) + "\n", figures=[name])

@@ -63,7 +63,7 @@ class _LSTMSequence(torch.autograd.Function):
         grad_c_steps = grad_cs.unbind(1) if grad_cs is not None else [None] * steps
         grad_act_steps = grad_acts.unbind(1) if grad_acts is not None else [None] * steps
         dh_next = dc_next = None
-        dgates: list[torch.Tensor] = [None] * steps  # type: ignore[list-item]
+        dgates: list[torch.Tensor | None] = [None] * steps
         for t in range(steps - 1, -1, -1):
             i, f, g, o = act_steps[t].split(hidden, dim=1)
             c_prev = c_steps[t - 1] if t > 0 else c0

@@ -220,6 +220,12 @@ class SearchParam:
     high: float | None = None
     choices: list[int | float | str | bool | None] | None = None
 
+    def bounds(self) -> tuple[float, float]:
+        """``(low, high)`` of a numeric dimension (checked present when the search was loaded)."""
+        if self.low is None or self.high is None:
+            raise ConfigError(f"a {self.type} search parameter has no low/high bounds")
+        return self.low, self.high
+
     def __post_init__(self) -> None:
         if self.type == "categorical":
             if not self.choices:

@@ -108,7 +108,10 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
     seed_everything(t.seed)
     context = BuildContext(recipe, prepared, t.seed)
     context.transforms = {kind: spec.build(context.for_kind(kind)) for kind, spec in recipe.index_transforms.items()}
-    context.model = recipe.model.build(context)
+    model = recipe.model
+    if model is None:  # Recipe.__post_init__ fills it with the task's default model
+        raise ConfigError(f"recipe {recipe.name!r} has no model")
+    context.model = model.build(context)
     context.objective = recipe.objective.build(context)
     regularizers = [spec.build(context) for spec in recipe.regularizers]
     return BuiltRun(
@@ -202,8 +205,9 @@ def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
     if recipe.objective.name != "standard":
         techniques.append(f"objective {recipe.objective.name}")
     used = ", ".join(techniques) or "none"
+    model = recipe.model.name if recipe.model is not None else "none"
     return (
-        f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{recipe.model.name}`, "
+        f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{model}`, "
         f"embeddings `{recipe.embeddings.name}`, techniques: {used}; seed {recipe.train.seed}\n\n"
         f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n"
     )

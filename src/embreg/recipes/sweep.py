@@ -27,9 +27,10 @@ from embreg.train.checkpoint import atomic_write_text
 def _suggest(trial: Any, key: str, param: SearchParam) -> Any:
     if param.type == "categorical":
         return trial.suggest_categorical(key, param.choices)
+    low, high = param.bounds()
     if param.type == "int":
-        return trial.suggest_int(key, int(param.low), int(param.high))
-    return trial.suggest_float(key, param.low, param.high, log=param.type == "log_float")
+        return trial.suggest_int(key, int(low), int(high))
+    return trial.suggest_float(key, low, high, log=param.type == "log_float")
 
 
 def sweep(

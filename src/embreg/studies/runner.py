@@ -50,7 +50,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from embreg.errors import ConfigError, DataError, TrainingError
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
@@ -128,7 +128,7 @@ class Job:
 
     variant: str
     point: dict[str, Any]
-    phase: str
+    phase: Literal["tune", "final"]
     setting: dict[str, Any]
     seed: int
     recipe: str
@@ -458,15 +458,15 @@ def _optuna_space(spec: StudySpec, variant: str, point: dict[str, Any]) -> dict[
             )
         out: dict[str, Any] = {}
         for key, param in recipe.search.items():
-            low, high = param.low, param.high
+            low, high = param.bounds() if param.type != "categorical" else (0.0, 0.0)
             if param.type == "categorical":
                 out[key] = optuna.distributions.CategoricalDistribution(list(param.choices or []))
             elif param.type == "int":
-                out[key] = optuna.distributions.IntDistribution(int(low), int(high))  # type: ignore[arg-type]
+                out[key] = optuna.distributions.IntDistribution(int(low), int(high))
             else:
                 out[key] = optuna.distributions.FloatDistribution(
                     float(low),
-                    float(high),  # type: ignore[arg-type]
+                    float(high),
                     log=param.type == "log_float",
                 )
         return out
@@ -503,7 +503,7 @@ class _Cell:
         self.pending: set[str] = set()
         self.steps = self._steps()
 
-    def job(self, phase: str, setting: dict[str, Any], seed: int) -> Job:
+    def job(self, phase: Literal["tune", "final"], setting: dict[str, Any], seed: int) -> Job:
         spec = self.spec
         overrides = run_overrides(spec, self.variant, self.point, setting, seed, self.extra)
         return Job(
@@ -670,7 +670,7 @@ def run_study(
                         job.variant,
                         dict(job.point),
                         job.phase,
-                        dict(job.setting),  # type: ignore[arg-type]
+                        dict(job.setting),
                         job.seed,
                         list(job.overrides),
                         job.recipe,

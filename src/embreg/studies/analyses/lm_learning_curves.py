@@ -69,7 +69,8 @@ def _plot(panels: dict[str, list[str]], runs: dict[tuple[str, int], Any], metric
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True, squeeze=False)
-    palette = plt.get_cmap("tab20").colors
+    cmap = plt.get_cmap("tab20")
+    palette = [cmap(i) for i in range(cmap.N)]
     labels = list(dict.fromkeys(v for v, _ in runs))
     colours = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
     for ax, (title, variants) in zip(axes[0], panels.items()):

@@ -17,23 +17,21 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from embreg.config import to_dict
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.seed_series import run_seed_series
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.optim import optimizer_factory
+from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, FitResult, Trainer
+from embreg.train.trainer import FitResult, Trainer
 from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
@@ -127,10 +125,8 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
 
 
 def _finished(run_dir: Path | None) -> dict[str, Any] | None:
-    if run_dir is None or not (run_dir / "metrics.json").is_file():
-        return None
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    return metrics if FINISHED_KEY in metrics else None
+    metrics = RunDirectory(run_dir).read_metrics() if run_dir is not None else None
+    return metrics if metrics is not None and FINISHED_KEY in metrics else None
 
 
 def run_single(
@@ -145,18 +141,16 @@ def run_single(
         prepared: the task's data, to share it between seeds (prepared from the recipe when ``None``).
     """
     run_dir = Path(out_dir) if out_dir is not None else None
+    files = RunDirectory(run_dir) if run_dir is not None else None
     done = _finished(run_dir) if resume else None
-    if done is not None:
-        history_file = run_dir / "history.jsonl"  # type: ignore[operator]
-        history = [json.loads(line) for line in history_file.read_text().splitlines()] if history_file.exists() else []
-        return FitResult(metrics=done, history=history)
+    if done is not None and files is not None:
+        return FitResult(metrics=done, history=files.read_history())
     started = time.perf_counter()
     built = build_run(recipe, prepared)
-    if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
+    if files is not None:
+        files.write_config(to_dict(recipe))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
-            atomic_write_json(run_dir / name, record)
+            files.write_record(name, record)
     trainer = built.trainer(run_dir)
     result = trainer.fit(resume=resume)
     metrics = recipe.adapter.finish(recipe, trainer, built.evaluator, dict(result.metrics))
@@ -167,12 +161,10 @@ def run_single(
         seconds_per_step=train_seconds / max(steps, 1),
         wall_seconds=time.perf_counter() - started,
     )
-    if run_dir is not None:
-        atomic_write_json(run_dir / "metrics.json", metrics)
-        atomic_write_text(run_dir / "report.md", _report(recipe, metrics))
-        dropped = {"none": (LAST_CHECKPOINT, BEST_CHECKPOINT), "best": (LAST_CHECKPOINT,), "all": ()}
-        for name in dropped[recipe.train.keep_checkpoints]:
-            (run_dir / name).unlink(missing_ok=True)
+    if files is not None:
+        files.write_metrics(metrics)
+        files.write_report(_report(recipe, metrics))
+        files.drop_checkpoints(recipe.train.keep_checkpoints)
     return FitResult(metrics=metrics, history=result.history)
 
 
@@ -214,5 +206,12 @@ def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
-    """The ``metrics.json`` of a finished single-seed run."""
-    return json.loads((Path(run_dir) / "metrics.json").read_text())
+    """The ``metrics.json`` of a finished single-seed run.
+
+    Raises:
+        DataError: the directory holds no ``metrics.json``.
+    """
+    metrics = RunDirectory(run_dir).read_metrics()
+    if metrics is None:
+        raise DataError(f"{run_dir} holds no metrics.json: the run has not finished")
+    return metrics

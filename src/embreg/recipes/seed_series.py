@@ -18,10 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from embreg.config import to_dict
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text
+from embreg.train.run_dir import RunDirectory
 from embreg.train.stats import summarize_runs
 from embreg.train.trainer import FitResult
 
@@ -41,18 +39,17 @@ def run_seed_series(
     """
     if seeds < 1:
         raise ValueError(f"seeds={seeds} must be >= 1")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    out = RunDirectory(out_dir)
+    out.write_config(to_dict(cfg))
     metrics = []
     summary: dict[str, dict] = {}
     for i in range(seeds):
         seed_cfg = copy.deepcopy(cfg)
         seed_cfg.train.seed = cfg.train.seed + i
-        metrics.append(run_one(seed_cfg, out / f"seed-{seed_cfg.train.seed}").metrics)
+        metrics.append(run_one(seed_cfg, out.seed(seed_cfg.train.seed).path).metrics)
         summary = summarize_runs(metrics)
-        atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "report.md", summary_report(cfg.name, cfg.description, summary, seeds))
+        out.write_summary(summary)
+    out.write_report(summary_report(cfg.name, cfg.description, summary, seeds))
     return summary
 
 

@@ -7,7 +7,6 @@ Reference: ../shared/DESIGN.md, "Trainer". The loop serves every model that foll
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -19,15 +18,12 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from embreg.errors import DataError, TrainingError
+from embreg.errors import TrainingError
 from embreg.regularizers.base import Objective, StepContext, standard_objective
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
 from embreg.train.optim import OptimizerFactory
+from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 
-LAST_CHECKPOINT = "last.safetensors"
-BEST_CHECKPOINT = "best.safetensors"
-#: The pickle (``torch.save``) checkpoint of embreg versions before the safetensors format; never loaded.
-LEGACY_LAST_CHECKPOINT = "last.pt"
+__all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
 
 def metric_prefix(split: str) -> str:
@@ -153,6 +149,7 @@ class Trainer:
         self.clip_norm = clip_norm
         self.objective = objective
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._files = RunDirectory(self.run_dir) if self.run_dir is not None else None
         self.val_split = val_split
         self.test_split = test_split
         self.eval_train = eval_train
@@ -268,8 +265,8 @@ class Trainer:
         if self._improved(value):
             self.best_value, self.best_epoch, self.evals_since_best = value, epoch, 0
             self._best_state = copy.deepcopy(self.model.state_dict())
-            if self.run_dir is not None:
-                save_checkpoint(self.run_dir / BEST_CHECKPOINT, {"model": self.model.state_dict(), "epoch": epoch})
+            if self._files is not None:
+                self._files.save_checkpoint("best", {"model": self.model.state_dict(), "epoch": epoch})
         else:
             self.evals_since_best += 1
 
@@ -292,28 +289,17 @@ class Trainer:
         }
 
     def _save_last(self) -> None:
-        if self.run_dir is None:
+        if self._files is None:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(self.run_dir / LAST_CHECKPOINT, self._state())
-        lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in self.history)
-        atomic_write_text(self.run_dir / "history.jsonl", lines)
+        self._files.save_checkpoint("last", self._state())
+        self._files.write_history(self.history)
 
     def _restore(self) -> None:
-        if self.run_dir is None:
+        if self._files is None:
             raise ValueError("resume needs a run_dir to resume from")
-        path = self.run_dir / LAST_CHECKPOINT
-        if not path.exists():
-            legacy = self.run_dir / LEGACY_LAST_CHECKPOINT
-            if legacy.exists():
-                raise DataError(
-                    f"cannot resume from {str(legacy)!r}: it is a pickle (torch.save) checkpoint of an older embreg "
-                    "version, and pickle checkpoints are no longer loaded because unpickling can run arbitrary "
-                    f"code. Start the run afresh (without resume, or in a new directory); it will write "
-                    f"{LAST_CHECKPOINT}"
-                )
+        state = self._files.load_checkpoint("last")
+        if state is None:
             return
-        state = load_checkpoint(path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -324,9 +310,9 @@ class Trainer:
         self.evals_since_best = state["evals_since_best"]
         self.stopped_early = state["stopped_early"]
         self.history = list(state["history"])
-        best_path = self.run_dir / BEST_CHECKPOINT
-        if best_path.exists():
-            self._best_state = load_checkpoint(best_path)["model"]
+        best = self._files.load_checkpoint("best")
+        if best is not None:
+            self._best_state = best["model"]
 
     def _final_result(self) -> FitResult:
         if self._best_state is not None:
@@ -335,6 +321,6 @@ class Trainer:
         metrics.update(self._evaluate(self.val_split))
         if self.test_split is not None:
             metrics.update(self._evaluate(self.test_split))
-        if self.run_dir is not None:
-            atomic_write_json(self.run_dir / "metrics.json", metrics)
+        if self._files is not None:
+            self._files.write_metrics(metrics)
         return FitResult(metrics=metrics, history=list(self.history))

@@ -5,6 +5,13 @@ log, reported as pages of ``docs/results`` and one generated hub (``docs/results
 * :mod:`~embreg.studies.runlog`: one JSON line per finished run.
 * :mod:`~embreg.studies.sections`: report sections, claim rows and the analysis context.
 * :mod:`~embreg.studies.analyses`: registered analyses (extra tables and plots).
+* :mod:`~embreg.studies.runner`: ``run_study`` (tuning on validation, final seeds, resume, parallel workers).
+* :mod:`~embreg.studies.report`: a study's page from its log; :mod:`~embreg.studies.hub`: the results hub.
+* :mod:`~embreg.studies.cli`: ``embreg study run|report|hub``.
+
+Example:
+    >>> from embreg.studies import load_study
+    >>> spec = load_study("studies/sse-bpr.yaml")  # doctest: +SKIP
 """
 
 from embreg.studies.runlog import RunLog, RunRecord

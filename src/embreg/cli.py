@@ -24,7 +24,7 @@ def _default_out(name: str) -> Path:
     return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--seeds 0`` is an error, not one seed)."""
     try:
         value = int(text)
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
-    run.add_argument("--seeds", type=_positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
+    run.add_argument("--seeds", type=positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
     run.add_argument("--out", help="run directory (default runs/<recipe>-<time>)")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     run.set_defaults(func=cmd_run)
@@ -220,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_study_parser(sub)
 
     demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
-    demo.add_argument("--seeds", type=_positive_int, default=5)
-    demo.add_argument("--workers", type=_positive_int, default=2, help="runs trained at a time")
+    demo.add_argument("--seeds", type=positive_int, default=5)
+    demo.add_argument("--workers", type=positive_int, default=2, help="runs trained at a time")
     demo.add_argument("--out")
     demo.set_defaults(func=cmd_demo)
     return parser

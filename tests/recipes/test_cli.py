@@ -299,5 +299,5 @@ def test_sweep_runs_two_trials_on_finetuning(tmp_path, capsys, restore_threads):
 
 def test_sweep_needs_a_search_section(tmp_path, capsys):
     pytest.importorskip("optuna")
-    assert main(["sweep", "lm-dropout", "--trials", "2", "--out", str(tmp_path / "s")]) == 2
+    assert main(["sweep", "lm-dropout", "--set", "search={}", "--trials", "2", "--out", str(tmp_path / "s")]) == 2
     assert "has no 'search' section" in capsys.readouterr().err

@@ -151,8 +151,7 @@ def ctr_run(budget: float, alpha: float, seed: int, losses: list[float], best: i
             "val_logloss": losses[best],
             "test_logloss": losses[best],
             "best_epoch": best,
-            "epoch_seconds": [1.5] * len(losses),
-            "epoch_val_logloss": losses,
+            "history": {"seconds": [1.5] * len(losses), "val_logloss": losses},
         },
     )
 

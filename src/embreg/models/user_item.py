@@ -39,6 +39,12 @@ class UserItemModel(nn.Module):
         self.vector_dropout = nn.Dropout(dropout)
         self.l2 = l2
 
+    def embedding_parameter_count(self) -> int:
+        """Parameters of the user and item tables (the vectors; bias tables are not counted), as the
+        mixed-dimension paper sizes a model."""
+        tables = [getattr(self, name, None) for name in ("user_embedding", "item_embedding")]
+        return sum(p.numel() for table in tables if isinstance(table, nn.Module) for p in table.parameters())
+
 
 def normal_table(num_embeddings: int, dim: int, std: float) -> nn.Embedding:
     """An ``nn.Embedding(num_embeddings, dim)`` with weights drawn from N(0, std^2)."""

@@ -124,6 +124,19 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
     )
 
 
+def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
+    """``model_parameters`` (every parameter) and ``embedding_parameters`` (those of the embedding tables, mixed-
+    dimension projections included), as the mixed-dimension paper counts a model's size."""
+    from embreg.regularizers.embedding_noise import embedding_modules
+
+    own = getattr(model, "embedding_parameter_count", None)  # models with bias tables say which tables count
+    if callable(own):
+        tables = int(own())
+    else:
+        tables = sum(p.numel() for _, module in embedding_modules(model) for p in module.parameters())
+    return {"model_parameters": sum(p.numel() for p in model.parameters()), "embedding_parameters": tables}
+
+
 def _finished(run_dir: Path | None) -> dict[str, Any] | None:
     metrics = RunDirectory(run_dir).read_metrics() if run_dir is not None else None
     return metrics if metrics is not None and FINISHED_KEY in metrics else None
@@ -153,9 +166,10 @@ def run_single(
             files.write_record(name, record)
     trainer = built.trainer(run_dir)
     result = trainer.fit(resume=resume)
-    metrics = recipe.adapter.finish(recipe, trainer, built.evaluator, dict(result.metrics))
+    metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
     steps = len(built.batches) * len(result.history)
     train_seconds = sum(record["seconds"] for record in result.history)
+    metrics.update(parameter_counts(built.model))
     metrics.update(
         train_seconds=train_seconds,
         seconds_per_step=train_seconds / max(steps, 1),

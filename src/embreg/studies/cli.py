@@ -29,16 +29,6 @@ from typing import Any
 __all__ = ["add_study_parser", "cmd_study_run", "cmd_study_report", "cmd_study_hub"]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
 def _shown(path: Path) -> str:
     """The study file as a command shows it: relative to the current folder when it lies below it."""
     if path.is_absolute():
@@ -108,6 +98,8 @@ def cmd_study_hub(args: argparse.Namespace) -> int:
 
 def add_study_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``embreg study run|report|hub`` to the ``embreg`` parser's subcommands; returns the ``study`` parser."""
+    from embreg.cli import positive_int  # the argparse type every embreg command shares
+
     study = subparsers.add_parser(
         "study", help="run a study file (recipes x overrides x seeds, tuned, resumable) and write its results page"
     )
@@ -115,7 +107,7 @@ def add_study_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run (or resume) a study, then write its page and the results hub")
     run.add_argument("study", help="the study file (studies/<name>.yaml)")
-    run.add_argument("--workers", type=_positive_int, default=1, help="runs trained at once (processes)")
+    run.add_argument("--workers", type=positive_int, default=1, help="runs trained at once (processes)")
     run.add_argument("--log", help="run log (default <study folder>/logs/<name>.jsonl)")
     run.add_argument(
         "--set",

@@ -378,9 +378,13 @@ def execute(recipe: str, overrides: Sequence[str]) -> tuple[dict[str, Any], floa
     from embreg.recipes import run as run_module
 
     started = time.perf_counter()
-    result = run_module.run_single(load_recipe(recipe, list(overrides)), None)
+    loaded = load_recipe(recipe, list(overrides))
+    result = run_module.run_single(loaded, None)
     seconds = time.perf_counter() - started
-    return {key: _plain(value) for key, value in result.metrics.items()}, seconds, machine_record()
+    metrics = {key: _plain(value) for key, value in result.metrics.items()}
+    kept = ("seconds", "train_loss", loaded.monitor[0])  # per epoch: learning curves and time-to-target analyses
+    metrics["history"] = {key: [_plain(r[key]) for r in result.history if key in r] for key in kept}
+    return metrics, seconds, machine_record()
 
 
 def _worker_init(threads: int) -> None:

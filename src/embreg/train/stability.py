@@ -25,6 +25,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from embreg.errors import ConfigError
 from embreg.train.compare import compare_runs
@@ -107,21 +108,68 @@ def box_plot(
     title: str = "",
 ) -> None:
     """Box plot of each run's per-seed values of ``metric`` (with the seeds as dots), written to ``path``."""
+    result = compare_runs(run_dirs, metrics=[metric])
+    labels = list(names) if names is not None else [row.name for row in result.rows]
+    data = [list(row.metrics[metric].values) if metric in row.metrics else [] for row in result.rows]
+    box_plot_values(dict(zip(labels, data)), metric, path, title=title)
+
+
+def box_plot_values(values: dict[str, Sequence[float]], metric: str, path: str | Path, *, title: str = "") -> None:
+    """Box plot of per-seed values, one box per label (the seeds as dots), written to ``path`` (PNG).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     box_plot_values({"FT": [0.6, 0.62], "LNSR": [0.57, 0.58]}, "test_mcc", pathlib.Path(d) / "b.png")
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    result = compare_runs(run_dirs, metrics=[metric])
-    labels = list(names) if names is not None else [row.name for row in result.rows]
-    data = [list(row.metrics[metric].values) if metric in row.metrics else [] for row in result.rows]
+    labels, data = list(values), [list(v) for v in values.values()]
     fig, ax = plt.subplots(figsize=(1.1 * len(labels) + 2, 3.6))
     ax.boxplot(data, showmeans=True)
     ax.set_xticks(range(1, len(labels) + 1), labels)
-    for position, values in enumerate(data, 1):
-        ax.scatter([position] * len(values), values, s=10, alpha=0.6, color="tab:blue", zorder=3)
+    for position, seeds in enumerate(data, 1):
+        ax.scatter([position] * len(seeds), seeds, s=10, alpha=0.6, color="tab:blue", zorder=3)
     ax.set_ylabel(metric)
     ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def curve_plot(
+    points: dict[str, dict[Any, tuple[float, float, int]]],
+    xlabel: str,
+    metric: str,
+    path: str | Path,
+    *,
+    title: str = "",
+) -> None:
+    """Mean ± std (error bars) of ``metric`` against an axis, one line per label; a log x-axis when every x > 0.
+
+    Args:
+        points: ``{label: {x: (mean, std, n)}}``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for label, by_x in points.items():
+        xs = sorted(by_x)
+        ax.errorbar(xs, [by_x[x][0] for x in xs], yerr=[by_x[x][1] for x in xs], marker="o", capsize=3, label=label)
+    if all(isinstance(x, (int, float)) and x > 0 for by_x in points.values() for x in by_x):
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    ax.legend()
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -144,30 +192,12 @@ def size_curve(
     Returns:
         ``{method: {train_size: (mean, std, seeds)}}``, the plotted numbers.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points: dict[str, dict[int, tuple[float, float, int]]] = {}
-    fig, ax = plt.subplots(figsize=(5, 3.6))
     for method, by_size in runs.items():
         sizes = sorted(by_size)
         rows = compare_runs([by_size[s] for s in sizes], metrics=[metric]).rows
         points[method] = {
             s: (r.metrics[metric].mean, r.metrics[metric].std, r.metrics[metric].n) for s, r in zip(sizes, rows)
         }
-        means = [points[method][s][0] for s in sizes]
-        stds = [points[method][s][1] for s in sizes]
-        ax.errorbar(sizes, means, yerr=stds, marker="o", capsize=3, label=method)
-    ax.set_xscale("log")
-    ax.set_xlabel("training examples")
-    ax.set_ylabel(metric)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    curve_plot(points, "training examples", metric, path, title=title)
     return points

@@ -29,7 +29,7 @@ from typing import Any
 from embreg.errors import ConfigError
 from embreg.registry import REGISTRY, missing_capabilities, register
 
-__all__ = ["TaskAdapter", "register_task"]
+__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows"]
 
 
 class TaskAdapter(ABC):
@@ -138,13 +138,27 @@ class TaskAdapter(ABC):
         """JSON files the run directory gets besides the trainer's (``{"split.json": {...}}``)."""
         return {}
 
-    def finish(self, recipe: Any, trainer: Any, evaluator: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+    def finish(
+        self, recipe: Any, prepared: Any, trainer: Any, evaluator: Any, metrics: dict[str, Any]
+    ) -> dict[str, Any]:
         """Metrics added after training (e.g. training-split metrics and generalisation gaps)."""
         return metrics
 
     def trainer_options(self, recipe: Any) -> dict[str, Any]:
         """Further :class:`~embreg.train.trainer.Trainer` keywords."""
         return {}
+
+
+def check_split(split: list[float], key: str = "data.split") -> None:
+    """Raises :class:`ConfigError` unless ``split`` is three positive fractions summing to 1 (train/valid/test)."""
+    if len(split) != 3 or any(f <= 0 for f in split) or abs(sum(split) - 1) > 1e-6:
+        raise ConfigError(f"{key}={split} must be three positive fractions summing to 1")
+
+
+def check_max_rows(max_rows: int | None) -> None:
+    """Raises :class:`ConfigError` unless ``max_rows`` is ``None`` or at least 10."""
+    if max_rows is not None and max_rows < 10:
+        raise ConfigError(f"data.max_rows={max_rows} must be >= 10 or null")
 
 
 def register_task(adapter: TaskAdapter, summary: str, reference: str = "") -> TaskAdapter:

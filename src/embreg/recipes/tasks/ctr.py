@@ -23,7 +23,7 @@ import torch
 
 from embreg.data import CTRData, load_adult, load_ctr_file, load_ml100k_ctr, random_split, synthetic_ctr
 from embreg.errors import ConfigError
-from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.recipes.tasks import TaskAdapter, check_max_rows, check_split, register_task
 from embreg.train.batches import TensorBatches
 from embreg.train.ctr_evaluation import CTREvaluator
 
@@ -73,10 +73,8 @@ class CTRDataConfig:
     max_rows: int | None = None
 
     def __post_init__(self) -> None:
-        if len(self.split) != 3 or any(f <= 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
-            raise ConfigError(f"split={self.split} must be three positive fractions summing to 1")
-        if self.max_rows is not None and self.max_rows < 10:
-            raise ConfigError(f"max_rows={self.max_rows} must be >= 10 or null")
+        check_split(self.split)
+        check_max_rows(self.max_rows)
 
 
 @dataclass

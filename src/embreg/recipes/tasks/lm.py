@@ -18,7 +18,7 @@ import numpy as np
 
 from embreg.data import TextCorpus, load_enwiki, load_text_files
 from embreg.errors import ConfigError
-from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.recipes.tasks import TaskAdapter, check_split, register_task
 from embreg.train.lm_batches import BPTTBatches
 from embreg.train.lm_eval import PerplexityEvaluator
 
@@ -56,8 +56,7 @@ class TextDataConfig:
     def __post_init__(self) -> None:
         if self.paths is not None and len(self.paths) != 3:
             raise ConfigError(f"data.paths={self.paths} must list three files: train, valid, test")
-        if len(self.split) != 3 or any(f <= 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
-            raise ConfigError(f"data.split={self.split} must be three positive fractions summing to 1")
+        check_split(self.split)
         for name in ("min_count", "bptt"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name}={getattr(self, name)} must be >= 1")

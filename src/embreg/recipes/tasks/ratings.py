@@ -34,7 +34,7 @@ from embreg.data import (
 from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.data.movielens import MovieLens100k
 from embreg.errors import ConfigError
-from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.recipes.tasks import TaskAdapter, check_max_rows, check_split, register_task
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
 from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
@@ -73,10 +73,8 @@ class RatingsDataConfig:
     max_rows: int | None = None
 
     def __post_init__(self) -> None:
-        if len(self.split) != 3 or any(f <= 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
-            raise ConfigError(f"split={self.split} must be three positive fractions summing to 1")
-        if self.max_rows is not None and self.max_rows < 10:
-            raise ConfigError(f"max_rows={self.max_rows} must be >= 10 or null")
+        check_split(self.split)
+        check_max_rows(self.max_rows)
 
 
 @dataclass
@@ -99,6 +97,25 @@ class PreparedRatings:
     def tensors(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         part = self.part(name)
         return torch.from_numpy(part.users), torch.from_numpy(part.items)
+
+
+def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over items: the most popular items that hold the first third of the training mass, and the
+    least popular ones that hold the last third (cumulative frequency, most popular first; mixed-dimension-
+    embeddings.txt, Appendix H).
+
+    Example:
+        >>> popular, rare = popularity_thirds(np.array([0, 0, 0, 0, 1, 1, 2, 3]), 4)
+        >>> popular.tolist(), rare.tolist()
+        ([True, False, False, False], [False, False, True, True])
+    """
+    counts = np.bincount(train_items, minlength=num_items).astype(np.float64)
+    order = np.argsort(-counts, kind="stable")
+    cumulative = np.cumsum(counts[order]) / max(counts.sum(), 1.0)
+    popular, rare = np.zeros(num_items, bool), np.zeros(num_items, bool)
+    popular[order[cumulative <= 1 / 3 + 1e-12]] = True
+    rare[order[cumulative > 2 / 3]] = True
+    return popular, rare
 
 
 class _InteractionTask(TaskAdapter):
@@ -194,6 +211,24 @@ class RatingTask(_InteractionTask):
 
     def trainer_options(self, recipe) -> dict:
         return {"eval_train": recipe.train.eval_train}
+
+    def finish(self, recipe, prepared: PreparedRatings, trainer, evaluator: RatingEvaluator, metrics: dict) -> dict:
+        """Adds the squared errors the mixed-dimension paper reports: ``val_mse``, ``test_mse`` and the MSE on the
+        ratings of the most and the least popular third of items (by training mass; Appendix H, Fig. 3b/3e),
+        ``{train,test}_mse_{popular,rare}``."""
+        metrics = dict(metrics)
+        for split in ("val", "test"):
+            metrics[f"{split}_mse"] = metrics[f"{split}_rmse"] ** 2
+        popular, rare = popularity_thirds(prepared.part("train").items, prepared.ratings.num_items)
+        for split in ("train", "test"):
+            predictions = evaluator.predict(trainer.model, split).double()
+            target = evaluator.splits[split]["rating"].double()
+            items = evaluator.splits[split]["item"].numpy()
+            for group, mask in (("popular", popular), ("rare", rare)):
+                keep = torch.from_numpy(mask[items])
+                value = (predictions[keep] - target[keep]).pow(2).mean() if keep.any() else torch.tensor(float("nan"))
+                metrics[f"{split}_mse_{group}"] = float(value)
+        return metrics
 
 
 class RankingTask(_InteractionTask):

@@ -173,7 +173,7 @@ class _TextTask(TaskAdapter):
     def records(self, recipe, prepared: PreparedText) -> dict:
         return {"split.json": prepared.task.record | {"task_name": prepared.task.name}}
 
-    def finish(self, recipe, trainer, evaluator, metrics: dict) -> dict:
+    def finish(self, recipe, prepared, trainer, evaluator, metrics: dict) -> dict:
         metrics = dict(metrics)
         for name, value in evaluator(trainer.model, "train").items():
             metrics[f"train_{name}"] = value

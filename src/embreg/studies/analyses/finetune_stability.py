@@ -26,7 +26,7 @@ from scipy import stats as scipy_stats
 
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
-from embreg.train.stability import gap_metric
+from embreg.train.stability import box_plot_values, gap_metric
 from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
 
 __all__ = [
@@ -172,25 +172,7 @@ def direction_row(runs: dict[str, dict[int, dict[str, Any]]], metric: str, basel
 
 def box_plot(runs: dict[str, dict[int, dict[str, Any]]], metric: str, path: Path, title: str = "") -> None:
     """Box plot of each variant's per-seed values, with the seeds as dots."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(runs)
-    data = [_values(runs[label], metric) for label in labels]
-    fig, ax = plt.subplots(figsize=(1.1 * len(labels) + 2, 3.6))
-    ax.boxplot(data, showmeans=True)
-    ax.set_xticks(range(1, len(labels) + 1), labels)
-    for position, values in enumerate(data, 1):
-        ax.scatter([position] * len(values), values, s=10, alpha=0.6, color="tab:blue", zorder=3)
-    ax.set_ylabel(metric)
-    ax.grid(axis="y", alpha=0.3)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    box_plot_values({label: _values(runs[label], metric) for label in runs}, metric, path, title=title)
 
 
 @register(

@@ -4,7 +4,7 @@ Fig. 2c: "MD embeddings can train > 2x faster than UD embeddings at a given test
 The target is the best mean validation log-loss of the uniform points plus ``slack``. Per run, the time to target
 is the training seconds (sum of epoch times) until the validation log-loss first reaches it, and the train time
 the seconds up to and including the best validation epoch; every final run must hold the per-epoch lists
-``epoch_seconds`` and ``epoch_val_logloss`` and ``best_epoch`` (0-based, as the trainer counts). Times are wall
+``history`` (per-epoch ``seconds`` and ``val_logloss``, as the study runner keeps them) and ``best_epoch`` (0-based, as the trainer counts). Times are wall
 clock on the study's machine: indicative only.
 """
 
@@ -34,17 +34,22 @@ class MDTimeToTargetConfig:
     claim: str = "MD trains > 2x faster than uniform embeddings to a given loss (Sec. V-A, Fig. 2c; the paper on a GPU)"
 
 
+def _history(record: Any, key: str) -> list[float]:
+    """The per-epoch values of ``key`` the run record keeps (``metrics["history"]``; empty without one)."""
+    return [float(v) for v in (record.metrics.get("history") or {}).get(key, [])]
+
+
 def time_to_target(record: Any, target: float) -> float | None:
     """Training seconds until the validation log-loss first reaches ``target`` (None: never).
 
     Example:
         >>> from types import SimpleNamespace as R
-        >>> run = R(metrics={"epoch_seconds": [1.5] * 4, "epoch_val_logloss": [0.5, 0.42, 0.41, 0.45]})
+        >>> run = R(metrics={"history": {"seconds": [1.5] * 4, "val_logloss": [0.5, 0.42, 0.41, 0.45]}})
         >>> time_to_target(run, 0.42), time_to_target(run, 0.3)
         (3.0, None)
     """
     elapsed = 0.0
-    for seconds, loss in zip(record.metrics["epoch_seconds"], record.metrics["epoch_val_logloss"]):
+    for seconds, loss in zip(_history(record, "seconds"), _history(record, "val_logloss")):
         elapsed += seconds
         if loss <= target:
             return elapsed
@@ -53,7 +58,7 @@ def time_to_target(record: Any, target: float) -> float | None:
 
 def seconds_to_best(record: Any) -> float:
     """Training seconds up to and including the best validation epoch (the patience epochs after it left out)."""
-    return sum(record.metrics["epoch_seconds"][: int(record.metrics["best_epoch"]) + 1])
+    return sum(_history(record, "seconds")[: int(record.metrics["best_epoch"]) + 1])
 
 
 def reached_text(times: list[float | None]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, Section
+from embreg.train.stability import curve_plot
 from embreg.train.stats import summarize
 
 __all__ = ["SizeCurveConfig", "curve_points", "build"]
@@ -50,28 +51,7 @@ def curve_points(records: list[Any], axis: str, metric: str) -> dict[str, dict[A
 def plot_curve(
     points: dict[str, dict[Any, tuple[float, float, int]]], axis: str, metric: str, path: Path, title: str = ""
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for variant, by_value in points.items():
-        xs = list(by_value)
-        ax.errorbar(
-            xs, [by_value[x][0] for x in xs], yerr=[by_value[x][1] for x in xs], marker="o", capsize=3, label=variant
-        )
-    if all(isinstance(x, (int, float)) and x > 0 for by_value in points.values() for x in by_value):
-        ax.set_xscale("log")
-    ax.set_xlabel(axis)
-    ax.set_ylabel(metric)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    curve_plot(points, axis, metric, path, title=title)
 
 
 @register(

@@ -313,7 +313,8 @@ def test_models_and_nn_do_not_import_the_regularizers() -> None:
         "import embreg.models\n"
         "assert not [m for m in sys.modules if m.startswith('embreg.regularizers')]\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize(

@@ -175,7 +175,10 @@ def test_md_study_loads_and_its_recipes_take_its_overrides(path):
     point = study.points()[1]
     for label, variant in study.variants.items():
         setting = [f"{k}={v[0]}" for k, v in (study.tune.space_for(label) if study.tune else {}).items()]
-        load_recipe(variant.recipe, [*study.common, *variant.set, *point_overrides(point), *setting, "train.seed=0"])
+        recipe = load_recipe(
+            variant.recipe, [*study.common, *variant.set, *point_overrides(point), *setting, "train.seed=0"]
+        )
+        assert recipe.model is not None and recipe.model.name in ("mf", "ncf", "dlrm")
     load_builtins()
     for analysis in study.analyses:
         entry = REGISTRY.get("analysis", analysis.name)

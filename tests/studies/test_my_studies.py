@@ -31,7 +31,8 @@ def test_study_loads_and_overrides_are_valid(name):
     spec = load_study(ROOT / "studies" / f"{name}.yaml")
     for variant in spec.variants.values():
         for point in spec.points():
-            load_recipe(variant.recipe, [*spec.common, *variant.set, *point_overrides(point), "train.seed=0"])
+            recipe = load_recipe(variant.recipe, [*spec.common, *variant.set, *point_overrides(point), "train.seed=0"])
+            assert recipe.train.seed == 0
     load_builtins()
     for analysis in spec.analyses:
         entry = REGISTRY.get("analysis", analysis.name)

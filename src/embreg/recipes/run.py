@@ -12,7 +12,7 @@ Example:
     >>> recipe = load_recipe("mf", ["data.max_rows=2000", "train.epochs=1", "train.progress=false"])
     >>> metrics = run_single(recipe, None).metrics
     >>> metrics["epochs_run"], sorted(k for k in metrics if k.startswith("test_"))
-    (1, ['test_mae', 'test_rmse'])
+    (1, ['test_mae', 'test_mse', 'test_mse_popular', 'test_mse_rare', 'test_rmse'])
 """
 
 from __future__ import annotations

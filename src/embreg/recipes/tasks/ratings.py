@@ -105,9 +105,9 @@ def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarr
     embeddings.txt, Appendix H).
 
     Example:
-        >>> popular, rare = popularity_thirds(np.array([0, 0, 0, 0, 1, 1, 2, 3]), 4)
+        >>> popular, rare = popularity_thirds(np.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5]), 6)
         >>> popular.tolist(), rare.tolist()
-        ([True, False, False, False], [False, False, True, True])
+        ([True, False, False, False, False, False], [False, False, False, True, True, True])
     """
     counts = np.bincount(train_items, minlength=num_items).astype(np.float64)
     order = np.argsort(-counts, kind="stable")

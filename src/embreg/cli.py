@@ -24,6 +24,9 @@ def _default_out(name: str) -> Path:
     return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+PLURALS = {"analysis": "analyses", "index_transform": "index transforms"}
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--seeds 0`` is an error, not one seed)."""
     try:
@@ -100,7 +103,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for info in datasets:
         print(f"  {info.name:24s} {info.description}")
     for slot in SLOTS:
-        print(f"{slot.replace('_', ' ')}s:")
+        print(f"{PLURALS.get(slot, slot.replace('_', ' ') + 's')}:")
         for entry in REGISTRY.entries(slot).values():
             needs = f" [needs {', '.join(entry.requires)}]" if entry.requires else ""
             reference = f" ({entry.reference})" if entry.reference else ""

@@ -38,7 +38,8 @@ def test_list_shows_recipes_datasets_and_every_registered_entry(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    for heading in ("recipes:", "datasets:", *(f"{slot.replace('_', ' ')}s:" for slot in SLOTS)):
+    plural = {"analysis": "analyses"}
+    for heading in ("recipes:", "datasets:", *(f"{plural.get(slot, slot.replace('_', ' ') + 's')}:" for slot in SLOTS)):
         assert heading in lines, heading
     names = {line.split()[0] for line in lines if line.startswith("  ")}
     assert set(list_recipes()) <= names

@@ -68,18 +68,22 @@ class TaskAdapter(ABC):
                 f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
                 f"it takes {', '.join(allowed)}"
             )
-        kinds = model.extra.get("kinds", ())
-        for kind in recipe.index_transforms:
-            if kind in self.id_kinds and kind not in kinds:
-                raise ConfigError(
-                    f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
-                    f"{kind!r} ids (it takes {', '.join(kinds) or 'none'})"
-                )
-        for kind in recipe.index_transforms:
+        model_kinds = model.extra.get("kinds", ())
+        for kind, spec in recipe.index_transforms.items():
             if kind not in self.id_kinds:
                 raise ConfigError(
                     f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "
                     f"{', '.join(self.id_kinds) or 'none'}"
+                )
+            if kind not in model_kinds:
+                raise ConfigError(
+                    f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
+                    f"{kind!r} ids (it takes {', '.join(model_kinds) or 'none'})"
+                )
+            transform_kinds = spec.entry.extra.get("kinds", ())
+            if transform_kinds and kind not in transform_kinds:
+                raise ConfigError(
+                    f"index_transforms.{kind}: {spec.name!r} acts on {', '.join(transform_kinds)} ids only"
                 )
         provides = model.provides
         techniques = [("objective", recipe.objective)] + [
@@ -90,8 +94,7 @@ class TaskAdapter(ABC):
             if missing:
                 raise ConfigError(
                     f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
-                    f"model {model.name!r} does not provide ({model.extra.get('why_not', {}).get(missing[0], '')}"
-                    f"it provides: {', '.join(provides) or 'nothing'})"
+                    f"model {model.name!r} does not provide (it provides: {', '.join(provides) or 'nothing'})"
                 )
             objectives = spec.entry.extra.get("objectives")
             if objectives is not None and recipe.objective.name not in objectives:
@@ -99,10 +102,6 @@ class TaskAdapter(ABC):
                     f"{where}: {spec.name!r} works with objective {' or '.join(objectives)}, not "
                     f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})"
                 )
-        for kind, spec in recipe.index_transforms.items():
-            kinds = spec.entry.extra.get("kinds", ())
-            if kinds and kind not in kinds:
-                raise ConfigError(f"index_transforms.{kind}: {spec.name!r} acts on {', '.join(kinds)} ids only")
         self.check_data(recipe)
 
     def check_data(self, recipe: Any) -> None:  # noqa: B027 - optional hook, empty by default

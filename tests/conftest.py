@@ -1,4 +1,5 @@
-"""Shared fixtures: small synthetic rating data and an isolated EMBREG_HOME per test session."""
+"""Shared fixtures: small synthetic rating data and an isolated EMBREG_HOME per test session; ``@pytest.mark.gpu``
+tests run wherever CUDA is present and are skipped, with the reason, where it is not."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="a `gpu` test: needs CUDA, and torch sees no CUDA device here")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)

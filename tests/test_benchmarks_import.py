@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+SCRIPTS = sorted([*BENCHMARKS.glob("*.py"), *BENCHMARKS.glob("recbole_peer/*.py")])
 OPTIONAL = {  # script -> optional dependencies it imports or needs to build its parser
     "surprise_baseline": ("surprise",),
     "finetune_cost": ("transformers",),

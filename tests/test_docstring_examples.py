@@ -1,4 +1,5 @@
-"""The runnable examples in the docstrings of the registry, configuration, recipe, study and demo modules."""
+"""The runnable examples in the docstrings of the registry, configuration, recipe, study and demo modules, and of
+the next-item modules."""
 
 import doctest
 import importlib
@@ -17,6 +18,11 @@ MODULES = [
     "embreg.recipes.tasks.ratings",
     "embreg.recipes.tasks.ctr",
     "embreg.recipes.tasks.lm",
+    "embreg.recipes.tasks.next_item",
+    "embreg.data.sequences",
+    "embreg.train.next_item_evaluation",
+    "embreg.models.sasrec",
+    "embreg.models.step_key",
     "embreg.recipes.run",
     "embreg.studies.spec",
     "embreg.studies.runlog",

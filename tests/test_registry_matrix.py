@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import pytest
@@ -27,10 +26,12 @@ import torch
 from torch import nn
 
 from embreg.errors import ConfigError
-from embreg.recipes import list_recipes, load_recipe
+from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
+from embreg.recipes.tasks import model_id_kinds
 from embreg.registry import REGISTRY, SLOTS, missing_capabilities
 from embreg.regularizers.embedding_noise import embedding_modules
+from tests.helpers.recipes import base_recipe
 
 STEPS = 3
 PAPERS = (
@@ -46,24 +47,6 @@ UNREFERENCED = {"standard", "uniform"}
 
 
 # ------------------------------------------------------------------------------------------------ case discovery
-def _techniques(recipe: Any) -> int:
-    return (
-        len(recipe.regularizers)
-        + len(recipe.index_transforms)
-        + (recipe.objective.name != "standard")
-        + (recipe.embeddings.name != "uniform")
-    )
-
-
-@cache
-def base_recipe(model: str) -> str | None:
-    """The plainest shipped recipe of ``model`` (fewest techniques, then the first by name)."""
-    candidates = []
-    for name in list_recipes():
-        recipe = load_recipe(name)
-        if recipe.model.name == model:
-            candidates.append((_techniques(recipe), name))
-    return min(candidates)[1] if candidates else None
 
 
 def _task_of(model: str) -> Any:
@@ -104,6 +87,9 @@ class Case:
         missing = missing_capabilities(self.entry.requires, model.provides)
         kinds = self.entry.extra.get("kinds", ())
         if self.kind is not None and kinds and self.kind not in kinds:
+            missing.append(self.kind)
+        taken = model_id_kinds(model, load_recipe(base_recipe(self.model)).model.config)
+        if self.kind is not None and self.kind not in taken:  # the base recipe's model has no such ids
             missing.append(self.kind)
         return missing
 

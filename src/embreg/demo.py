@@ -87,11 +87,16 @@ def run_demo(out: Path, seeds: int = 5, workers: int = 2, echo=print) -> str:
     return text
 
 
-def step_costs(recipes: tuple[str, ...], rounds: int = 15, steps: int = 10) -> dict[str, float]:
+def step_costs(
+    recipes: tuple[str, ...] | dict[str, tuple[str, list[str]]], rounds: int = 15, steps: int = 10
+) -> dict[str, float]:
     """Median seconds per training example of each recipe, its steps timed in interleaved rounds in this process.
 
     Each recipe is built as it trains (its batch size, its techniques), warmed up for ``steps`` steps, then timed
     for ``rounds`` rounds of ``steps`` steps, the recipes taking turns in every round.
+
+    Args:
+        recipes: shipped recipe names, or ``{label: (recipe, overrides)}``; all of one task (the data is shared).
     """
     import time
 
@@ -100,30 +105,32 @@ def step_costs(recipes: tuple[str, ...], rounds: int = 15, steps: int = 10) -> d
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
 
+    runs = recipes if isinstance(recipes, dict) else {name: (name, []) for name in recipes}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         trainers, sources, sizes = {}, {}, {}
         prepared = None
-        for recipe in recipes:
-            built = build_run(load_recipe(recipe, ["train.progress=false", "train.threads=1"]), prepared)
+        for label, (name, overrides) in runs.items():
+            recipe = load_recipe(name, [*overrides, "train.progress=false", "train.threads=1"])
+            built = build_run(recipe, prepared)
             prepared = built.prepared  # one task per comparison: the data is shared
-            trainers[recipe] = built.trainer(None)
-            sources[recipe] = _cycle(built.batches)
-            sizes[recipe] = load_recipe(recipe).train.batch_size
-        timings: dict[str, list[float]] = {recipe: [] for recipe in recipes}
+            trainers[label] = built.trainer(None)
+            sources[label] = _cycle(built.batches)
+            sizes[label] = recipe.train.batch_size
+        timings: dict[str, list[float]] = {label: [] for label in runs}
         for round_index in range(rounds + 1):
-            for recipe in recipes:
-                trainer = trainers[recipe]
+            for label in runs:
+                trainer = trainers[label]
                 trainer.model.train()
                 started = time.perf_counter()
                 for _ in range(steps):
-                    trainer._train_step(next(sources[recipe]), 0)  # noqa: SLF001 - the trainer's own step
+                    trainer._train_step(next(sources[label]), 0)  # noqa: SLF001 - the trainer's own step
                 if round_index:  # round 0 warms up
-                    timings[recipe].append((time.perf_counter() - started) / (steps * sizes[recipe]))
+                    timings[label].append((time.perf_counter() - started) / (steps * sizes[label]))
     finally:
         torch.set_num_threads(threads)
-    return {recipe: summarize(values)["median"] for recipe, values in timings.items()}
+    return {label: summarize(values)["median"] for label, values in timings.items()}
 
 
 def _cycle(batches):

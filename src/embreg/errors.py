@@ -19,3 +19,7 @@ class DataError(EmbregError):
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. the loss became NaN or infinite)."""
+
+
+class RunDirectoryLockedError(EmbregError):
+    """Another run is writing into the same run directory (it holds ``<run_dir>/.lock``)."""

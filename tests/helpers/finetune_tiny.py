@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from torch import nn
 from transformers import BertConfig, BertForSequenceClassification, BertModel
@@ -10,17 +9,9 @@ from transformers import BertConfig, BertForSequenceClassification, BertModel
 from embreg.models import EncoderClassifier, ModelOutput
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.regularizers.layer_stack import SequentialStack
+from tests.helpers.threads import one_thread  # noqa: F401 (re-exported for the fine-tuning tests)
 
 VOCAB = 40
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on one thread: on a busy 2-core machine, two OpenMP threads make them ~40x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny_config(layers: int = 3, dropout: float = 0.0, num_labels: int = 2) -> BertConfig:

@@ -15,6 +15,7 @@ MINIMAL = {
     "ranking": "",
     "ctr": "",
     "lm": "",
+    "next-item": "model: {name: sasrec, user_dim: 8}\n",  # with user ids (SSE-PT)
     "classification": "",
     "regression": "data: {task: regression}\n",
 }
@@ -23,6 +24,7 @@ MONITORS = {
     "ranking": ("val_ndcg@10", "max"),
     "ctr": ("val_logloss", "min"),
     "lm": ("val_ppl", "min"),
+    "next-item": ("val_ndcg@10", "max"),
     "classification": ("val_mcc", "max"),
     "regression": ("val_corr", "max"),
 }
@@ -41,7 +43,7 @@ def test_every_shipped_recipe_loads_through_its_task() -> None:
         assert recipe.adapter is adapter and isinstance(recipe.data, adapter.data_config), name
         assert recipe.task in recipe.model.entry.extra["tasks"], name
         seen.add(recipe.task)
-    assert seen == {"rating", "ranking", "ctr", "lm", "classification"}
+    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification"}
 
 
 @pytest.mark.parametrize("task", sorted(MINIMAL))
@@ -76,7 +78,7 @@ def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     with pytest.raises(
         ConfigError,
         match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
-        r"ranking, rating, regression",
+        r"next-item, ranking, rating, regression",
     ):
         load_recipe(path)
 

@@ -58,6 +58,21 @@ def test_build(tmp_path: Path):
     section = build(LMCurvesConfig(epochs=[1, 3]), AnalysisContext(spec, RUNS, tmp_path))
     assert (tmp_path / section.figures[0]).is_file()
     text = section.markdown
-    assert "| Dropout_1 | 0 | 4 | 3 | 200.0 | 133.3 | 12 |" in text  # best epoch from 1, median s/epoch 12.5 -> 12
+    assert "| Dropout_1 | 0 | 4 | 3 | 200.0 | 133.3 | 12.5 |" in text  # best epoch from 1, median s/epoch 12.5
     assert "| Dropout_2 | 0 | 305.0 | - | 230.0 (2) |" in text
     assert f"| Dropout_1 | 200.0 | 205.0 | **{statistics.fmean([200.0, 205.0]):.1f}** |" in text
+
+
+def test_digits_set_the_tables_precision(tmp_path: Path):
+    spec = StudySpec.from_mapping(
+        {
+            "name": "s",
+            "title": "t",
+            "paper": "p",
+            "metrics": ["val_ppl"],
+            "variants": {"Dropout_1": {"recipe": "lm-dropout"}},
+        }
+    )
+    runs = [r for r in RUNS if r.variant == "Dropout_1" and r.seed == 0]
+    text = build(LMCurvesConfig(epochs=[1], digits=3), AnalysisContext(spec, runs, tmp_path)).markdown
+    assert "| 200.000 |" in text and "| 200.0 |" not in text

@@ -13,7 +13,7 @@ import pytest
 import embreg.recipes.run as run_module
 from embreg.errors import ConfigError
 from embreg.studies.runlog import RunLog
-from embreg.studies.runner import LogLockedError, StudyRunError, lock_log, run_study
+from embreg.studies.runner import LogLockedError, StudyRunError, lock_log, planned_runs, run_study
 from embreg.studies.spec import StudySpec, load_study
 from embreg.train.trainer import FitResult
 from tests.studies.study_helpers import TINY, write_study
@@ -241,3 +241,16 @@ def test_optuna_tuning_picks_the_best_trial_and_resumes_exactly(tmp_path, monkey
 
 def test_tiny_text_is_the_shipped_example():
     assert "tune:" in TINY  # the fixture's study file is a valid study
+
+
+def test_a_variant_with_a_one_setting_grid_runs_no_tuning(tmp_path, monkeypatch):
+    calls = _fake(monkeypatch)
+    text = TINY.replace(
+        "  space: {model.l2: [0.0, 0.05]}\n",
+        "  space: {model.l2: [0.0, 0.05]}\n  per_variant: {MF-dropout: {}}\n",
+    )
+    spec = load_study(write_study(tmp_path, text))
+    records = run_study(spec, tmp_path / "logs" / "tiny.jsonl", progress=False)
+    assert sorted((r.variant, r.phase) for r in records if r.variant == "MF-dropout") == [("MF-dropout", "final")] * 2
+    assert len(calls) == len(records) == 2 + 2 + 2
+    assert planned_runs(spec) == len(records)

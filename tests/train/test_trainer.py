@@ -90,6 +90,16 @@ def test_early_stopping(synthetic_ratings):
     assert result.metrics["epochs_run"] - 1 - result.best_epoch == 2
 
 
+def test_min_epochs_holds_off_early_stopping(synthetic_ratings):
+    free = _make(synthetic_ratings, epochs=200, lr=0.2, patience=2).fit()
+    floor = free.metrics["epochs_run"] + 3
+    held = _make(synthetic_ratings, epochs=200, lr=0.2, patience=2, min_epochs=floor).fit()
+    assert held.metrics["epochs_run"] >= floor
+    assert [r["val_rmse"] for r in held.history[: len(free.history)]] == [r["val_rmse"] for r in free.history]
+    with pytest.raises(ValueError, match="min_epochs"):
+        _make(synthetic_ratings, epochs=3, min_epochs=4)
+
+
 def test_nan_loss_raises_clear_error(synthetic_ratings):
     class NaNPenalty:
         def penalty(self, ctx):

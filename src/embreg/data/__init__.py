@@ -53,6 +53,7 @@ from embreg.data.registry import (
 )
 from embreg.data.reviews import load_reviews
 from embreg.data.samplers import NegativeSampler
+from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
 from embreg.data.splits import load_split, per_user_split, random_split, save_split
 from embreg.data.synthetic_ctr import synthetic_ctr
@@ -64,6 +65,10 @@ from embreg.data.wikipedia import load_enwiki, read_wiki_dump
 
 __all__ = [
     "TextTask",
+    "SequenceSplit",
+    "leave_one_out",
+    "left_pad",
+    "sampled_negatives",
     "few_sample_split",
     "load_polarity",
     "load_reviews",

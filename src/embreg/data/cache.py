@@ -6,6 +6,7 @@ Layout under the cache root ``EMBREG_HOME`` (default ``~/.cache/embreg``)::
       datasets/<name>/          the canonical files of one dataset, complete or absent
       datasets/<name>/.manifest.json   sha256 of files a converting source produced
       datasets/.tmp-<name>-*/   staging area of a fetch in progress (same filesystem)
+      datasets/.lock-<name>     held while one process fetches <name> (others wait their turn)
       downloads/                archives a user placed by hand (e.g. ml-100k.zip)
 """
 

@@ -10,7 +10,9 @@ the same filesystem as the cache, every file is verified, and only then is the
 finished directory renamed into place. An interrupted fetch leaves the previous
 state (nothing, or the old complete copy) and at most a ``.tmp-*`` directory that
 the next fetch of that dataset removes once stale. A dataset whose files are all
-present and verified is returned without touching the network.
+present and verified is returned without touching the network. Processes fetching
+the same dataset at once take turns (a lock file ``datasets/.lock-<name>``): the
+first one fetches, the others find its verified copy.
 
 A cached file is valid when its sha256 equals the canonical one, or equals the
 sha256 the fetch that wrote it recorded in ``.manifest.json`` (the output of a
@@ -20,15 +22,17 @@ converting source, which is not byte-identical to the canonical copy; see
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from embreg._locking import hold_lock
 from embreg.data.cache import datasets_root, read_manifest, sha256_file, write_manifest
 from embreg.data.sources import Source
 from embreg.data.specs import DatasetFile, DatasetInfo, DatasetPart, DatasetSpec
@@ -126,20 +130,24 @@ class DatasetRegistry:
             return target
         root = datasets_root()
         root.mkdir(parents=True, exist_ok=True)
-        _remove_stale_tmp(root, name)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
-        try:
-            staging, scratch = tmp / "dataset", tmp / "scratch"
-            staging.mkdir()
-            scratch.mkdir()
-            hashes, origins = self._assemble(spec, target, staging, scratch, tmp, force, progress)
-            write_manifest(staging, hashes, origins)
-            # Another process may have finished the same fetch meanwhile; keep its copy
-            # rather than pulling a directory from under a reader.
-            if force or not self.is_cached(name):
-                self._move_into_place(spec, staging, target, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _fetch_lock(root, spec.name, progress):
+            # Another process may have fetched it while this one waited for the lock: use its copy.
+            if not force and self.is_cached(name):
+                return target
+            _remove_stale_tmp(root, name)
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+            try:
+                staging, scratch = tmp / "dataset", tmp / "scratch"
+                staging.mkdir()
+                scratch.mkdir()
+                hashes, origins = self._assemble(spec, target, staging, scratch, tmp, force, progress)
+                write_manifest(staging, hashes, origins)
+                # A process of an older version (which takes no lock) may have finished the same fetch
+                # meanwhile; keep its copy rather than pulling a directory from under a reader.
+                if force or not self.is_cached(name):
+                    self._move_into_place(spec, staging, target, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         return target
 
     def _assemble(
@@ -262,6 +270,30 @@ def _failure_message(spec: DatasetSpec, target: Path, failures: Sequence[str]) -
                 lines.append(f"  ({hint}, for {', '.join(f.name for f in part.files)})")
     lines.append(f"then call fetch({spec.name!r}) again; it verifies the files and uses them without the network.")
     return "\n".join(lines)
+
+
+class _FetchBusy(Exception):
+    """Another process holds a dataset's fetch lock (its pid, or ``""``)."""
+
+
+@contextlib.contextmanager
+def _fetch_lock(root: Path, name: str, progress: bool) -> Iterator[None]:
+    """Holds ``datasets/.lock-<name>`` while one process fetches ``name``; another one waits its turn.
+
+    Processes fetching the same dataset at once thus download it once: the first writes it, the others find it
+    cached when they get the lock. The lock (``fcntl.flock``) dies with its process, so a killed fetch never
+    blocks the next one.
+    """
+    path = root / f".lock-{name}"
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(hold_lock(path, refused=_FetchBusy))
+        except _FetchBusy as busy:
+            if progress:
+                holder = f" (pid {busy})" if str(busy) else ""
+                print(f"embreg: waiting for another process{holder} fetching {name!r}", file=sys.stderr)
+            stack.enter_context(hold_lock(path, blocking=True))
+        yield
 
 
 def _remove_stale_tmp(root: Path, name: str) -> None:

@@ -9,6 +9,7 @@ from embreg.models.mlp import mlp
 from embreg.models.ncf import NCF
 from embreg.models.output import ModelOutput
 from embreg.models.pretrained import fetch_pretrained, list_pretrained, load_pretrained
+from embreg.models.sasrec import SASRec
 
 __all__ = [
     "BPR",
@@ -22,5 +23,6 @@ __all__ = [
     "LSTMLanguageModel",
     "ModelOutput",
     "NCF",
+    "SASRec",
     "mlp",
 ]

@@ -22,6 +22,7 @@ from embreg.errors import ConfigError, EmbregError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
+from embreg.models.step_key import step_key
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
 from embreg.nn.layer_stack import LayerStack, check_layer_index
 from embreg.registry import register
@@ -317,10 +318,7 @@ class LSTMLanguageModel(nn.Module):
             return ids
         if not self.training:
             return transform(ids)  # identity in eval (the index-transform contract); still checks the ids
-        step = (
-            int(batch["index"]) if "index" in batch else None,
-            sum(p._version for p in self.parameters()),
-        )  # an optimizer step bumps the versions
+        step = step_key(batch, self)
         cached = self._drawn.get(key)
         if cached is not None and cached[0] is ids and cached[1] == step:
             return cached[2]

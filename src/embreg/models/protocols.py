@@ -34,6 +34,12 @@ class RankingModel(Protocol):
     def score_all(self, users: torch.Tensor) -> torch.Tensor: ...
 
 
+class NextItemModel(Protocol):
+    """``model.score_next({"user": (B,), "input": (B, L)}) -> (B, num_items)`` scores of the next item (SASRec)."""
+
+    def score_next(self, batch: Batch) -> torch.Tensor: ...
+
+
 class SequenceModel(Protocol):
     """``model.forward_sequence(tokens (B, T), state) -> (output, state)`` (language models)."""
 

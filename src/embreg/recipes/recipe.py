@@ -40,6 +40,8 @@ from typing import Any, ClassVar, Literal
 from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
 from embreg.registry import REGISTRY, Entry
+from embreg.train.device import check_precision, resolve_device
+from embreg.train.loggers import check_logger_names
 
 __all__ = [
     "Component",
@@ -160,6 +162,7 @@ class TrainConfig:
             lnsr-noise-stability-bert.txt, Sec. 4.3).
         warmup: fraction of the steps spent warming up (``linear`` only).
         patience: evaluations without improvement before stopping (``null``: never stop early).
+        min_epochs: epochs always trained before early stopping may end the run (``0``: none).
         clip_norm: global gradient-norm clipping (``null``: none).
         seed: training seed (initialisation, batch order, negatives, dropout, index transforms).
         num_negatives: sampled negatives per positive (ranking).
@@ -167,7 +170,12 @@ class TrainConfig:
         keep_checkpoints: what stays in the run directory after it finishes: ``all`` (``best`` and ``last``),
             ``best`` or ``none``.
         threads: torch CPU threads (``null``: torch's default).
+        device: where to train: ``auto`` (CUDA when present, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: ``fp32``; ``bf16`` (autocast to bfloat16, CPU or CUDA); ``fp16`` (autocast to float16 with loss
+            scaling, CUDA only). Weights, optimizer state and evaluation stay in float32.
         progress: show a progress bar.
+        log_to: experiment loggers fed with every epoch record and the final metrics (:mod:`embreg.train.loggers`):
+            ``tensorboard`` (``<run_dir>/tensorboard/``), ``csv`` (``<run_dir>/metrics.csv``), ``wandb``.
     """
 
     epochs: int = 100
@@ -179,13 +187,17 @@ class TrainConfig:
     schedule: Literal["constant", "linear"] = "constant"
     warmup: float = 0.0
     patience: int | None = 5
+    min_epochs: int = 0
     clip_norm: float | None = None
     seed: int = 0
     num_negatives: int = 1
     eval_train: bool = False
     keep_checkpoints: Literal["all", "best", "none"] = "all"
     threads: int | None = None
+    device: str = "auto"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     progress: bool = True
+    log_to: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "num_negatives"):
@@ -201,8 +213,13 @@ class TrainConfig:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
         if self.patience is not None and self.patience < 1:
             raise ConfigError(f"train.patience={self.patience} must be >= 1 or null")
+        if not 0 <= self.min_epochs <= self.epochs:
+            raise ConfigError(f"train.min_epochs={self.min_epochs} must be in [0, train.epochs={self.epochs}]")
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ConfigError(f"train.clip_norm={self.clip_norm} must be > 0 or null")
+        check_logger_names(self.log_to)
+        # the device must exist on this machine and train in the precision (errors say what to set instead)
+        check_precision(self.precision, resolve_device(self.device))
 
 
 @dataclass

@@ -6,6 +6,9 @@ the model (given its transforms and its tables), the objective, the regularisers
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
 ``train.keep_checkpoints`` says), ``metrics.json`` and ``report.md``. A finished seed is recognised by its
 ``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
+One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
+:class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
+table or W&B (:mod:`embreg.train.loggers`).
 
 Example:
     >>> from embreg.recipes import load_recipe
@@ -17,7 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +33,11 @@ from embreg.errors import ConfigError, DataError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.seed_series import run_seed_series
+from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import optimizer_factory
 from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import FitResult, Trainer
+from embreg.train.trainer import EpochCallback, FitResult, Trainer
 from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
@@ -62,8 +68,13 @@ class BuiltRun:
         self.objective, self.regularizers = objective, regularizers
         self.batches, self.evaluator, self.context = batches, evaluator, context
 
-    def trainer(self, run_dir: Path | None) -> Trainer:
-        """The trainer of this run (the regularisers' ``prepare`` runs here, before the optimizer is built)."""
+    def trainer(self, run_dir: Path | None, callbacks: Sequence[EpochCallback] = ()) -> Trainer:
+        """The trainer of this run (the regularisers' ``prepare`` runs here, before the optimizer is built).
+
+        Args:
+            run_dir: the run directory (``None``: keep nothing on disk).
+            callbacks: called as ``cb(trainer, record)`` after each epoch (e.g. the run's loggers).
+        """
         t = self.recipe.train
         metric, mode = self.recipe.monitor
         if t.schedule == "linear":
@@ -81,11 +92,15 @@ class BuiltRun:
             monitor=metric,
             mode=mode,
             patience=t.patience,
+            min_epochs=t.min_epochs,
             clip_norm=t.clip_norm,
             regularizers=self.regularizers,
             objective=self.objective,
             run_dir=run_dir,
             progress=t.progress,
+            callbacks=list(callbacks),
+            device=t.device,
+            precision=t.precision,
             **self.recipe.adapter.trainer_options(self.recipe),
         )
 
@@ -152,7 +167,25 @@ def run_single(
         out_dir: the run directory (``None``: keep nothing on disk).
         resume: continue an interrupted run in ``out_dir``; a finished one is returned as it is.
         prepared: the task's data, to share it between seeds (prepared from the recipe when ``None``).
+
+    Raises:
+        RunDirectoryLockedError: another run is writing into ``out_dir`` (it holds ``out_dir/.lock`` for its whole
+            run); nothing is written.
     """
+    with contextlib.ExitStack() as stack:
+        if out_dir is not None:
+            stack.enter_context(RunDirectory(out_dir).lock())
+        loggers = stack.enter_context(
+            build_loggers(
+                recipe.train.log_to, out_dir, run_name=f"{recipe.name}-seed{recipe.train.seed}", config=to_dict(recipe)
+            )
+        )
+        return _run_single(recipe, out_dir, resume=resume, prepared=prepared, loggers=loggers)
+
+
+def _run_single(
+    recipe: Recipe, out_dir: str | Path | None, *, resume: bool, prepared: Any | None, loggers: RunLoggers
+) -> FitResult:
     run_dir = Path(out_dir) if out_dir is not None else None
     files = RunDirectory(run_dir) if run_dir is not None else None
     done = _finished(run_dir) if resume else None
@@ -164,7 +197,7 @@ def run_single(
         files.write_config(to_dict(recipe))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
-    trainer = built.trainer(run_dir)
+    trainer = built.trainer(run_dir, loggers.callbacks())
     result = trainer.fit(resume=resume)
     metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
     steps = len(built.batches) * len(result.history)
@@ -179,6 +212,7 @@ def run_single(
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics))
         files.drop_checkpoints(recipe.train.keep_checkpoints)
+    loggers.log_final(metrics)
     return FitResult(metrics=metrics, history=result.history)
 
 
@@ -186,6 +220,8 @@ def run_seeds(recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool =
     """Runs seeds ``train.seed .. train.seed + seeds - 1`` into ``out_dir/seed-<s>``; writes ``summary.json``.
 
     The task's data is prepared once and shared by every seed. With ``resume`` finished seeds are read back.
+    ``out_dir`` is locked for the whole series and each seed's directory for its run
+    (:class:`~embreg.errors.RunDirectoryLockedError` when another run holds either).
     """
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds={seeds!r} must be an integer >= 1")
@@ -197,7 +233,8 @@ def run_seeds(recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool =
             shared.append(recipe.adapter.prepare(recipe))
         return run_single(seed_recipe, seed_dir, resume=resume, prepared=shared[0] if shared else None)
 
-    return run_seed_series(recipe, out_dir, seeds, run_one)
+    with RunDirectory(out_dir).lock():
+        return run_seed_series(recipe, out_dir, seeds, run_one)
 
 
 def _fmt(value: Any) -> str:

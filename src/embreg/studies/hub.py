@@ -28,7 +28,7 @@ from typing import Any
 from embreg.errors import DataError
 from embreg.train.checkpoint import atomic_write_text
 
-__all__ = ["write_hub", "read_summaries", "PAPER_ORDER", "PAPER_TITLES"]
+__all__ = ["write_hub", "read_summaries", "write_benchmark_summary", "PAPER_ORDER", "PAPER_TITLES"]
 
 PAPER_ORDER = (
     "sse-stochastic-shared-embeddings.txt",
@@ -57,6 +57,29 @@ at some points of a study's grid only. *seeds*: final training seeds per variant
 beforehand on the validation split only, with the same budget for every variant). The reading gives mean ± std
 over those seeds, the numbers of seeds (n) and the Welch p-value. Speed and cost benchmarks are listed per paper.
 """
+
+
+def write_benchmark_summary(
+    folder: str | Path, name: str, title: str, paper: str, claims: list[dict[str, Any]], machine: Any, command: str
+) -> Path:
+    """Writes ``folder/summary.json`` of a speed or cost benchmark (``"kind": "benchmark"``, page ``README.md``).
+
+    Each claim is ``{"claim", "reading", "verdict", "p"}``; the hub lists them under the paper's "Speed and cost".
+    """
+    summary = {
+        "name": name,
+        "title": title,
+        "paper": paper,
+        "kind": "benchmark",
+        "page": "README.md",
+        "claims": claims,
+        "seeds": None,
+        "machine": machine,
+        "command": command,
+    }
+    path = Path(folder) / "summary.json"
+    atomic_write_text(path, json.dumps(summary, indent=1) + "\n")
+    return path
 
 
 def _cell(text: Any) -> str:

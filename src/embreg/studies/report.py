@@ -504,8 +504,9 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
     analyses: list[str] = []
     for section in sections:
         analyses += [f"## {section.title}", "", section.markdown.rstrip(), ""]
-        analyses += [f"![{Path(f).stem}]({f})" for f in section.figures]
-        analyses += [""] if section.figures else []
+        unshown = [f for f in section.figures if f"({f})" not in section.markdown]  # not already in the text
+        analyses += [f"![{Path(f).stem}]({f})" for f in unshown]
+        analyses += [""] if unshown else []
     how = ["## How it was run", ""] + _how_it_was_run(spec, records, command) + [""]
 
     def page(comparison: list[str], tuned: list[str]) -> list[str]:

@@ -38,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -52,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, TrainingError
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
@@ -303,7 +303,8 @@ def planned_runs(spec: StudySpec) -> int:
             settings = (
                 len(grid_points(spec.tune.space_for(variant))) if spec.tune.method == "grid" else spec.tune.trials
             )
-            per_point += settings * spec.tune.seeds
+            if settings > 1 or spec.tune.method != "grid":  # a one-setting grid has nothing to choose
+                per_point += settings * spec.tune.seeds
         total += per_point
     return total
 
@@ -331,33 +332,15 @@ def lock_log(log_path: str | Path) -> Iterator[Path]:
     """
     log_path = Path(log_path)
     path = log_path.with_name(log_path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip()
-            os.close(fd)
-            pid = f" (pid {holder})" if holder else ""
-            raise LogLockedError(
-                f"study log {log_path} is in use by another runner{pid}: wait for it to finish (lock file {path})"
-            ) from None
-        try:
-            current = os.stat(path).st_ino
-        except FileNotFoundError:
-            current = None
-        if current == os.fstat(fd).st_ino:
-            break
-        os.close(fd)  # the previous holder removed the file between our open and our lock: lock the new one
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+
+    def refused(holder: str) -> LogLockedError:
+        pid = f" (pid {holder})" if holder else ""
+        return LogLockedError(
+            f"study log {log_path} is in use by another runner{pid}: wait for it to finish (lock file {path})"
+        )
+
+    with hold_lock(path, refused=refused):
         yield path
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------------------------------- one run
@@ -382,7 +365,9 @@ def execute(recipe: str, overrides: Sequence[str]) -> tuple[dict[str, Any], floa
     result = run_module.run_single(loaded, None)
     seconds = time.perf_counter() - started
     metrics = {key: _plain(value) for key, value in result.metrics.items()}
-    kept = ("seconds", "train_loss", loaded.monitor[0])  # per epoch: learning curves and time-to-target analyses
+    monitor = loaded.monitor[0]
+    # per epoch: learning curves (the training split's counterpart too, when the run scores it) and time-to-target
+    kept = ("seconds", "train_loss", monitor, "train_" + monitor.removeprefix("val_"))
     metrics["history"] = {key: [_plain(r[key]) for r in result.history if key in r] for key in kept}
     return metrics, seconds, machine_record()
 
@@ -536,8 +521,11 @@ class _Cell:
             metric, mode = tune_metric(spec, self.variant, self.point)
             if tune.method == "grid":
                 settings = grid_points(tune.space_for(self.variant))
-                yield [self.job("tune", s, seed) for s in settings for seed in tune_seeds(spec)]
-                chosen = settings[choose(self._rows(settings, metric), mode)]
+                if len(settings) > 1:  # a one-setting grid (e.g. an untuned variant) has nothing to choose
+                    yield [self.job("tune", s, seed) for s in settings for seed in tune_seeds(spec)]
+                    chosen = settings[choose(self._rows(settings, metric), mode)]
+                else:
+                    chosen = settings[0]
             else:
                 chosen = yield from self._optuna(metric, mode)
         yield [self.job("final", chosen, seed) for seed in spec.final_seeds]

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import EmbregError
+from embreg.train.device import model_device, move_batch
 
 __all__ = ["binary_log_loss", "binary_accuracy", "roc_auc", "CTREvaluator"]
 
@@ -113,13 +114,14 @@ class CTREvaluator:
         data = self.splits[split]
         was_training = model.training
         model.eval()
+        device = model_device(model)
         n = data["label"].shape[0]
         parts = [
-            model({k: v[s : s + self.batch_size] for k, v in data.items()}).predictions
+            model(move_batch({k: v[s : s + self.batch_size] for k, v in data.items()}, device)).predictions
             for s in range(0, n, self.batch_size)
         ]
         model.train(was_training)
-        return torch.cat(parts)
+        return torch.cat(parts).cpu()
 
     def __call__(self, model: nn.Module, split: str) -> dict[str, float]:
         logits = self.logits(model, split)

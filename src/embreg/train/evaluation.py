@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 from torch import nn
 
+from embreg.train.device import model_device, move_batch
 from embreg.train.metrics import mae, ranking_metrics, rmse, topk_excluding
 
 if TYPE_CHECKING:
@@ -58,13 +59,14 @@ class RatingEvaluator:
         data = self._split(split)
         was_training = model.training
         model.eval()
+        device = model_device(model)
         n = data["user"].shape[0]
         parts = []
         for start in range(0, n, self.batch_size):
-            batch = {k: v[start : start + self.batch_size] for k, v in data.items()}
+            batch = move_batch({k: v[start : start + self.batch_size] for k, v in data.items()}, device)
             parts.append(model(batch).predictions)
         model.train(was_training)
-        predictions = torch.cat(parts)
+        predictions = torch.cat(parts).cpu()
         if self.rating_range is not None:
             predictions = predictions.clamp(*self.rating_range)
         return predictions
@@ -128,14 +130,15 @@ class RankingEvaluator:
         was_training = model.training
         model.eval()
         k = max(self.ks)
-        ex_users, ex_items = self.exclude[split]
+        device = model_device(model)
+        ex_users, ex_items = (t.to(device) for t in self.exclude[split])
         topk_parts = []
         for start in range(0, self.num_users, self.user_batch):
-            users = torch.arange(start, min(start + self.user_batch, self.num_users))
+            users = torch.arange(start, min(start + self.user_batch, self.num_users), device=device)
             scores = cast("RankingModel", model).score_all(users)
             in_block = (ex_users >= start) & (ex_users < start + users.numel())
             topk_parts.append(topk_excluding(scores, ex_users[in_block] - start, ex_items[in_block], k))
         model.train(was_training)
-        topk = torch.cat(topk_parts)
+        topk = torch.cat(topk_parts).cpu()
         rel_users, rel_items = self.relevant[split]
         return ranking_metrics(topk, rel_users, rel_items, self.num_items, ks=self.ks)

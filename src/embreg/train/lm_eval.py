@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from embreg.train.device import model_device
 from embreg.train.lm_batches import batchify
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def perplexity(model: nn.Module, ids: np.ndarray | torch.Tensor, *, batch_size: 
         >>> 20 < m["ppl"] < 40  # an untrained model is close to uniform over 30 words
         True
     """
-    data = batchify(ids, batch_size)
+    data = batchify(ids, batch_size).to(model_device(model))
     was_training = model.training
     model.eval()
     total, count = 0.0, 0

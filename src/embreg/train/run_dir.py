@@ -10,11 +10,16 @@ A single-seed run directory holds:
 ``best.safetensors``   the model of the best validation epoch
 ``metrics.json``       validation and test metrics of the best epoch (and the runner's timings)
 ``report.md``          a short human-readable report
+``metrics.csv``        the history as a table, when ``train.log_to`` lists ``csv`` (:mod:`embreg.train.loggers`)
+``tensorboard/``       TensorBoard event files, when ``train.log_to`` lists ``tensorboard``
+``.lock``              present while a run writes here (:meth:`RunDirectory.lock`)
 =====================  =============================================================================
 
 A multi-seed run directory holds ``seed-<s>/`` run directories plus ``config.yaml``, ``summary.json`` (mean, std,
 median, min, max and values of every metric) and ``report.md``. Every file is written atomically
-(:mod:`embreg.train.checkpoint`); checkpoints are safetensors files whose loading never runs code.
+(:mod:`embreg.train.checkpoint`); checkpoints are safetensors files whose loading never runs code. One run writes
+into a directory at a time: :meth:`RunDirectory.lock` refuses a second one with
+:class:`~embreg.errors.RunDirectoryLockedError` instead of letting their files interleave.
 
 Example:
     >>> import tempfile
@@ -27,14 +32,17 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 import yaml
 
-from embreg.errors import DataError
+from embreg._locking import hold_lock
+from embreg.errors import DataError, RunDirectoryLockedError
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
 
 __all__ = [
@@ -47,6 +55,10 @@ __all__ = [
     "LAST_CHECKPOINT",
     "BEST_CHECKPOINT",
     "LEGACY_LAST_CHECKPOINT",
+    "LOCK",
+    "METRICS_CSV",
+    "TENSORBOARD_DIR",
+    "RunDirectoryLockedError",
 ]
 
 CONFIG = "config.yaml"
@@ -56,6 +68,9 @@ REPORT = "report.md"
 SUMMARY = "summary.json"
 LAST_CHECKPOINT = "last.safetensors"
 BEST_CHECKPOINT = "best.safetensors"
+LOCK = ".lock"
+METRICS_CSV = "metrics.csv"
+TENSORBOARD_DIR = "tensorboard"
 LEGACY_LAST_CHECKPOINT = "last.pt"
 """Pickle checkpoints of older versions: recognised so a resume can refuse them clearly, never loaded."""
 
@@ -81,6 +96,39 @@ class RunDirectory:
     def seed(self, seed: int) -> RunDirectory:
         """The run directory of one seed of a multi-seed run."""
         return RunDirectory(self.path / f"seed-{seed}")
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[RunDirectory]:
+        """Holds ``<run_dir>/.lock`` while one run writes here (creating the directory); removed on exit.
+
+        The lock is ``fcntl.flock`` on that file, so it dies with its process: a crashed run never leaves a stale
+        lock. A second holder, in this process or another, is refused at once.
+
+        Raises:
+            RunDirectoryLockedError: another run holds the lock (the message names the directory and its pid).
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     with RunDirectory(d).lock():
+            ...         try:
+            ...             with RunDirectory(d).lock():
+            ...                 pass
+            ...         except RunDirectoryLockedError as error:
+            ...             print("refused:", "another run is writing" in str(error))
+            refused: True
+        """
+        path = self.file(LOCK)
+
+        def refused(holder: str) -> RunDirectoryLockedError:
+            pid = f" (pid {holder})" if holder else ""
+            return RunDirectoryLockedError(
+                f"run directory {self.path} is locked: another run is writing there{pid}. Wait for it to finish, "
+                f"or write this run to another directory (lock file {path})"
+            )
+
+        with hold_lock(path, refused=refused):
+            yield self
 
     # -- plain files ---------------------------------------------------------------------------------------------
     def write_config(self, config: Mapping[str, Any]) -> Path:
@@ -136,15 +184,19 @@ class RunDirectory:
     def save_checkpoint(self, which: Checkpoint, state: dict[str, Any]) -> Path:
         return save_checkpoint(self.file(self.checkpoint_name(which)), state)
 
-    def load_checkpoint(self, which: Checkpoint) -> dict[str, Any] | None:
-        """The checkpoint's state (``None`` when there is none).
+    def load_checkpoint(
+        self, which: Checkpoint, map_location: str | torch.device | None = "cpu"
+    ) -> dict[str, Any] | None:
+        """The checkpoint's state (``None`` when there is none), its tensors on ``map_location``.
+
+        Checkpoints hold CPU copies wherever they were written, so one saved on a GPU loads on a CPU-only machine.
 
         Raises:
             DataError: only an older pickle ``last.pt`` exists (never unpickled), or the checkpoint is corrupt.
         """
         path = self.file(self.checkpoint_name(which))
         if path.exists():
-            return load_checkpoint(path)
+            return load_checkpoint(path, map_location=map_location)
         legacy = self.file(LEGACY_LAST_CHECKPOINT)
         if which == "last" and legacy.exists():
             raise DataError(

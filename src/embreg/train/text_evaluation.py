@@ -17,6 +17,7 @@ from scipy import stats as scipy_stats
 from torch import nn
 
 from embreg.errors import EmbregError
+from embreg.train.device import model_device, move_batch
 
 __all__ = ["classification_metrics", "regression_metrics", "TextEvaluator"]
 
@@ -128,11 +129,12 @@ class TextEvaluator:
         data, order = self.splits[split], self._order[split]
         was_training = model.training
         model.eval()
+        device = model_device(model)
         parts = []
         try:
             for start in range(0, order.numel(), self.batch_size):
                 index = order[start : start + self.batch_size]
-                parts.append(model({k: v[index] for k, v in data.items()}).predictions.float())
+                parts.append(model(move_batch({k: v[index] for k, v in data.items()}, device)).predictions.float())
         finally:
             model.train(was_training)
         predictions = torch.empty((order.numel(), *parts[0].shape[1:]), dtype=parts[0].dtype)

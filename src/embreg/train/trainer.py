@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from embreg.errors import TrainingError
 from embreg.regularizers.base import Objective, StepContext, standard_objective
+from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
 from embreg.train.optim import OptimizerFactory
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 
@@ -79,6 +80,8 @@ class Trainer:
         monitor: metric that selects the best epoch, e.g. ``"val_rmse"`` or ``"val_ndcg@10"``.
         mode: ``"min"`` or ``"max"`` for ``monitor``.
         patience: stop after this many evaluations without improvement (``None``: never stop early).
+        min_epochs: early stopping may end the run only once this many epochs are done (a regulariser whose
+            validation score is worst early, e.g. R~_approx, gets the time to recover).
         clip_norm: global gradient-norm clipping threshold (``None``: no clipping).
         regularizers: objects with any of ``prepare``, ``penalty``, ``after_backward``.
         objective: replaces the standard loss (e.g. Dropout_k).
@@ -87,6 +90,12 @@ class Trainer:
         eval_train: also score the training split after each epoch (for learning curves).
         progress: show a progress bar over epochs.
         callbacks: called as ``cb(trainer, record)`` after each epoch, once its checkpoint is written.
+        device: where to train (``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``; ``None``:
+            where the model already is). The model is moved there once; each batch's tensors once per step.
+            Evaluators get the model on this device and put their inputs where its parameters are.
+        precision: ``"fp32"``; ``"bf16"`` (autocast of the forward pass and penalties to bfloat16, CPU or CUDA);
+            ``"fp16"`` (autocast to float16 with a ``torch.amp.GradScaler``, CUDA only). Parameters, optimizer
+            state and evaluation stay in float32.
 
     Example:
         >>> from embreg.models import BiasedMF
@@ -112,6 +121,7 @@ class Trainer:
         monitor: str = "val_rmse",
         mode: str = "min",
         patience: int | None = None,
+        min_epochs: int = 0,
         clip_norm: float | None = None,
         regularizers: Sequence[Any] = (),
         objective: Objective = standard_objective,
@@ -121,6 +131,8 @@ class Trainer:
         eval_train: bool = False,
         progress: bool = True,
         callbacks: Sequence[EpochCallback] = (),
+        device: str | torch.device | None = None,
+        precision: str = "fp32",
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be >= 1")
@@ -132,13 +144,21 @@ class Trainer:
             )
         if patience is not None and patience < 1:
             raise ValueError(f"patience={patience} must be >= 1 or None")
+        if not 0 <= min_epochs <= epochs:
+            raise ValueError(f"min_epochs={min_epochs} must be in [0, epochs={epochs}]")
         if clip_norm is not None and clip_norm <= 0:
             raise ValueError(f"clip_norm={clip_norm} must be > 0 or None")
+        self.device = model_device(model) if device is None else resolve_device(device)
+        check_precision(precision, self.device)
+        self.precision = precision
+        # fp16 needs loss scaling so that small gradients do not underflow; bf16 has fp32's range and needs none.
+        self._scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
+        model = model.to(self.device)  # before ``prepare``: regularisers snapshot weights on the training device
         self.regularizers = list(regularizers)
         for regularizer in self.regularizers:
             if hasattr(regularizer, "prepare"):
                 model = regularizer.prepare(model)
-        self.model = model
+        self.model = model.to(self.device)  # and after: ``prepare`` may add parameters (a no-op otherwise)
         self.optimizer = optimizer(p for p in model.parameters() if p.requires_grad)
         self.batches = batches
         self.evaluator = evaluator
@@ -146,6 +166,7 @@ class Trainer:
         self.monitor = monitor
         self.mode = mode
         self.patience = patience
+        self.min_epochs = min_epochs
         self.clip_norm = clip_norm
         self.objective = objective
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -221,15 +242,17 @@ class Trainer:
         return record
 
     def _train_step(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
+        batch = move_batch(batch, self.device)
         self.optimizer.zero_grad(set_to_none=True)
         ctx = StepContext(model=self.model, batch=batch, step=self.step)
-        loss, output = self.objective(self.model, batch)
-        ctx.output, ctx.loss = output, loss
-        penalty = torch.zeros((), device=loss.device)
-        for regularizer in self.regularizers:
-            if hasattr(regularizer, "penalty"):
-                penalty = penalty + regularizer.penalty(ctx)
-        total = loss + penalty
+        with autocast(self.device, self.precision):
+            loss, output = self.objective(self.model, batch)
+            ctx.output, ctx.loss = output, loss
+            penalty = torch.zeros((), device=loss.device)
+            for regularizer in self.regularizers:
+                if hasattr(regularizer, "penalty"):
+                    penalty = penalty + regularizer.penalty(ctx)
+            total = loss + penalty
         if not torch.isfinite(total):
             where = f"epoch {epoch}, step {self.step}"
             kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
@@ -237,13 +260,21 @@ class Trainer:
                 f"loss became {total.item()} (task loss {loss.item()}, penalty {penalty.item()}) at {where}{kept}. "
                 "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
             )
-        total.backward()
+        if self._scaler is not None:
+            self._scaler.scale(total).backward()
+            self._scaler.unscale_(self.optimizer)  # update transforms and clipping see the true gradients
+        else:
+            total.backward()
         for regularizer in self.regularizers:
             if hasattr(regularizer, "after_backward"):
                 regularizer.after_backward(ctx)
         if self.clip_norm is not None:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
-        self.optimizer.step()
+        if self._scaler is not None:
+            self._scaler.step(self.optimizer)  # skipped when the gradients overflowed
+            self._scaler.update()
+        else:
+            self.optimizer.step()
         self.step += 1
         return loss.item(), float(penalty.item())
 
@@ -271,11 +302,13 @@ class Trainer:
             self.evals_since_best += 1
 
     def _should_stop(self) -> bool:
-        return self.patience is not None and self.evals_since_best >= self.patience
+        if self.patience is None or self.next_epoch < self.min_epochs:
+            return False
+        return self.evals_since_best >= self.patience
 
     # -------------------------------------------------------------------------------------------- persistence
     def _state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(),
@@ -287,6 +320,11 @@ class Trainer:
             "stopped_early": self.stopped_early,
             "history": self.history,
         }
+        if self.device.type == "cuda":  # CUDA's generator only where it draws (dropout on the GPU)
+            state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        if self._scaler is not None:
+            state["grad_scaler"] = self._scaler.state_dict()
+        return state
 
     def _save_last(self) -> None:
         if self._files is None:
@@ -297,12 +335,18 @@ class Trainer:
     def _restore(self) -> None:
         if self._files is None:
             raise ValueError("resume needs a run_dir to resume from")
-        state = self._files.load_checkpoint("last")
+        # Checkpoints hold CPU tensors wherever they were written; load_state_dict copies them onto the model's
+        # device and the optimizer's onto its parameters', so a run saved on a GPU resumes on the CPU and back.
+        state = self._files.load_checkpoint("last", map_location="cpu")
         if state is None:
             return
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        if self._scaler is not None and state.get("grad_scaler"):
+            self._scaler.load_state_dict(state["grad_scaler"])
         self.next_epoch = state["next_epoch"]
         self.step = state["step"]
         self.best_value = state["best_value"]
@@ -310,7 +354,7 @@ class Trainer:
         self.evals_since_best = state["evals_since_best"]
         self.stopped_early = state["stopped_early"]
         self.history = list(state["history"])
-        best = self._files.load_checkpoint("best")
+        best = self._files.load_checkpoint("best", map_location="cpu")
         if best is not None:
             self._best_state = best["model"]
 

@@ -11,6 +11,7 @@ rating             ratings (ml-100k or your file)         mf, ncf
 ranking            implicit feedback (ml-100k or file)    bpr
 ctr                click tables (adult, ml-100k-ctr, ...) dlrm
 lm                 text (enwiki-gensim or your files)     lstm-lm
+next-item          timed interactions (ml-100k or file)   sasrec (SSE-PT: sasrec with user_dim)
 classification     labelled texts (reviews, polarity,     encoder-classifier
 regression         or your CSV/TSV/parquet)
 =================  =====================================  ===========================================
@@ -18,7 +19,7 @@ regression         or your CSV/TSV/parquet)
 Example:
     >>> from embreg.registry import REGISTRY
     >>> sorted(REGISTRY.names("task"))
-    ['classification', 'ctr', 'lm', 'ranking', 'rating', 'regression']
+    ['classification', 'ctr', 'lm', 'next-item', 'ranking', 'rating', 'regression']
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 from embreg.errors import ConfigError
 from embreg.registry import REGISTRY, missing_capabilities, register
 
-__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows"]
+__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows", "model_id_kinds"]
 
 
 class TaskAdapter(ABC):
@@ -68,7 +69,7 @@ class TaskAdapter(ABC):
                 f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
                 f"it takes {', '.join(allowed)}"
             )
-        model_kinds = model.extra.get("kinds", ())
+        model_kinds = model_id_kinds(model, recipe.model.config)
         for kind, spec in recipe.index_transforms.items():
             if kind not in self.id_kinds:
                 raise ConfigError(
@@ -76,9 +77,10 @@ class TaskAdapter(ABC):
                     f"{', '.join(self.id_kinds) or 'none'}"
                 )
             if kind not in model_kinds:
+                hint = model.extra.get("kinds_hint", {}).get(kind)
                 raise ConfigError(
                     f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
-                    f"{kind!r} ids (it takes {', '.join(model_kinds) or 'none'})"
+                    f"{kind!r} ids (it takes {', '.join(model_kinds) or 'none'})" + (f"; {hint}" if hint else "")
                 )
             transform_kinds = spec.entry.extra.get("kinds", ())
             if transform_kinds and kind not in transform_kinds:
@@ -146,6 +148,13 @@ class TaskAdapter(ABC):
     def trainer_options(self, recipe: Any) -> dict[str, Any]:
         """Further :class:`~embreg.train.trainer.Trainer` keywords."""
         return {}
+
+
+def model_id_kinds(entry: Any, config: Any) -> tuple[str, ...]:
+    """The id kinds a registered model takes index transforms on: its ``kinds_for(config)`` where the kinds depend
+    on its configuration (SASRec takes user ids only with a user embedding), else its ``kinds``."""
+    kinds_for = entry.extra.get("kinds_for")
+    return tuple(kinds_for(config)) if kinds_for is not None else tuple(entry.extra.get("kinds", ()))
 
 
 def check_split(split: list[float], key: str = "data.split") -> None:

@@ -39,7 +39,7 @@ from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
 from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
 
-__all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask"]
+__all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "movielens_graph"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -118,6 +118,22 @@ def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarr
     return popular, rare
 
 
+def movielens_graph(ml: MovieLens100k | None, kind: str, name: str, relations, num_ids: int) -> NeighbourGraph:
+    """The SSE-Graph neighbour graph ``name`` over ML-100k's ``kind`` ids: items sharing a knowledge-graph entity
+    (``kg``, over ``relations``) or a genre (``genre``); users sharing an attribute (``occupation``, ...)."""
+    if ml is None:
+        raise ConfigError(f"the {name!r} graph needs the ml-100k side information; it is not available with data.path")
+    if kind == "item" and name == "kg":
+        edges = item_graph_from_kg(ml, relations=tuple(relations or DEFAULT_KG_RELATIONS))
+    elif kind == "item" and name == "genre":
+        edges = item_graph_from_genres(ml)
+    elif kind == "user" and name != "kg" and name != "genre":
+        edges = user_graph_from_attributes(ml, by=(name,))
+    else:
+        raise ConfigError(f"no graph {name!r} over {kind} ids; items: kg, genre; users: occupation, gender, ...")
+    return NeighbourGraph.from_edges(edges, num_ids)
+
+
 class _InteractionTask(TaskAdapter):
     data_config = RatingsDataConfig
     id_kinds = ("user", "item")
@@ -160,20 +176,7 @@ class _InteractionTask(TaskAdapter):
         return np.bincount(ids, minlength=self.num_ids(prepared, kind))
 
     def graph(self, prepared: PreparedRatings, kind: str, name: str, relations) -> NeighbourGraph:
-        if prepared.movielens is None:
-            raise ConfigError(
-                f"the {name!r} graph needs the ml-100k side information; it is not available with data.path"
-            )
-        ml = prepared.movielens
-        if kind == "item" and name == "kg":
-            edges = item_graph_from_kg(ml, relations=tuple(relations or DEFAULT_KG_RELATIONS))
-        elif kind == "item" and name == "genre":
-            edges = item_graph_from_genres(ml)
-        elif kind == "user" and name != "kg" and name != "genre":
-            edges = user_graph_from_attributes(ml, by=(name,))
-        else:
-            raise ConfigError(f"no graph {name!r} over {kind} ids; items: kg, genre; users: occupation, gender, ...")
-        return NeighbourGraph.from_edges(edges, self.num_ids(prepared, kind))
+        return movielens_graph(prepared.movielens, kind, name, relations, self.num_ids(prepared, kind))
 
     def records(self, recipe, prepared: PreparedRatings) -> dict:
         return {

@@ -1,7 +1,7 @@
-"""Learning curves of a language-model study (dropout-explicit-implicit-regularization.txt, Figs. 1-5): per run the
-epochs run, the best epoch, the best validation perplexity and the test perplexity of that epoch; the validation
-perplexity at fixed epochs; with several seeds, the best value per seed and its mean; one plot panel per paper
-figure. Reads the per-epoch values a run record keeps in ``metrics["history"]`` (``{"val_ppl": [...],
+"""Learning curves of a study's per-epoch metric (dropout-explicit-implicit-regularization.txt, Figs. 1-5, on
+perplexity; sse-stochastic-shared-embeddings.txt, Fig. 4, on RMSE): per run the epochs run, the best epoch, the
+best validation value and the test value of that epoch; the metric at fixed epochs; with several seeds, the best
+value per seed and its mean; one plot panel per paper figure. Reads the per-epoch values a run record keeps in ``metrics["history"]`` (``{"val_ppl": [...],
 "seconds": [...]}``, one entry per epoch).
 
 Example:
@@ -35,11 +35,13 @@ class LMCurvesConfig:
         metric: the per-epoch history entry plotted and tabulated (``val_ppl``).
         panels: panel title -> the variants it shows (one panel per paper figure; empty: one panel of all).
         epochs: the 1-based epochs of the fixed-epoch table.
+        digits: decimals of the metric in the tables (perplexities: 1; RMSE: 4).
     """
 
     metric: str = "val_ppl"
     panels: dict[str, list[str]] = field(default_factory=dict)
     epochs: list[int] = field(default_factory=lambda: [1, 4, 8, 16])
+    digits: int = 1
 
 
 def curve(record: Any, metric: str) -> list[float]:
@@ -113,6 +115,7 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
     final.sort(key=lambda r: (order.get(r.variant, len(order)), r.seed))
     runs = {(r.variant, r.seed): r for r in final}
     seeds = sorted({r.seed for r in final})
+    d = config.digits
     best = "val_" + config.metric.split("_", 1)[1] if "_" in config.metric else config.metric
     test = "test_" + config.metric.split("_", 1)[1] if "_" in config.metric else config.metric
     lines = [
@@ -127,8 +130,8 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
         best_epoch = m.get("best_epoch")
         lines.append(
             f"| {variant} | {seed} | {m.get('epochs_run', len(curve(r, config.metric)))} | "
-            f"{'-' if best_epoch is None else int(best_epoch) + 1} | {_fmt(m.get(best))} | "
-            f"{_fmt(m.get(test))} | {_fmt(median_seconds(r), 0)} |"
+            f"{'-' if best_epoch is None else int(best_epoch) + 1} | {_fmt(m.get(best), d)} | "
+            f"{_fmt(m.get(test), d)} | {_fmt(median_seconds(r), 1)} |"
         )
     lines += [
         "",
@@ -142,8 +145,8 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
         if not values:
             continue
         low = min(values)
-        cells = [_fmt(value_at(r, config.metric, e)) for e in config.epochs]
-        lines.append(f"| {variant} | {seed} | " + " | ".join(cells) + f" | {low:.1f} ({values.index(low) + 1}) |")
+        cells = [_fmt(value_at(r, config.metric, e), d) for e in config.epochs]
+        lines.append(f"| {variant} | {seed} | " + " | ".join(cells) + f" | {low:.{d}f} ({values.index(low) + 1}) |")
     if len(seeds) > 1:
         lines += [
             "",
@@ -163,9 +166,9 @@ def build(config: LMCurvesConfig, context: AnalysisContext) -> Section:
             mean = summarize(present)["mean"] if present else None
             lines.append(
                 f"| {variant} | "
-                + " | ".join(_fmt(v) for v in vals)
-                + f" | **{_fmt(mean)}** | "
-                + " / ".join(_fmt(t) for t in tests)
+                + " | ".join(_fmt(v, d) for v in vals)
+                + f" | **{_fmt(mean, d)}** | "
+                + " / ".join(_fmt(t, d) for t in tests)
                 + " |"
             )
     panels = config.panels or {spec.title: list(spec.variants)}

@@ -27,6 +27,7 @@ from types import ModuleType
 
 import torch
 
+from embreg._locking import hold_lock
 from embreg.errors import EmbregError
 
 __all__ = ["NativeKernel", "kernel_dir"]
@@ -126,11 +127,16 @@ class NativeKernel:
             _log.warning(
                 "embreg: compiling the fused %s CPU kernel once into %s (about a minute)", self.what, build_dir
             )
-        return cpp_extension.load(
-            name=name,
-            sources=[str(self.source)],
-            build_directory=str(build_dir),
-            extra_cflags=["-O3", *flags],
-            extra_ldflags=_openmp_flags(),
-            verbose=False,
-        )
+        # One embreg process builds at a time (an flock, which dies with its process). While it is held no other
+        # embreg build runs, so torch's own build baton (``lock``, an O_EXCL file that a killed build leaves
+        # behind and that makes every later build wait forever) can only be stale: remove it.
+        with hold_lock(build_dir.parent / f"{name}.build.lock", blocking=True):
+            (build_dir / "lock").unlink(missing_ok=True)
+            return cpp_extension.load(
+                name=name,
+                sources=[str(self.source)],
+                build_directory=str(build_dir),
+                extra_cflags=["-O3", *flags],
+                extra_ldflags=_openmp_flags(),
+                verbose=False,
+            )

@@ -46,6 +46,7 @@ import json
 import os
 import sys
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,19 +127,19 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-class MetricLogger:
+class MetricLogger(ABC):
     """One logger: ``log_epoch`` after every epoch, ``log_final`` once with the run's metrics, then ``close``."""
 
     name = "logger"
 
+    @abstractmethod
     def log_epoch(self, record: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
         """Logs ``record``, the newest entry of ``history`` (the whole history of the run so far)."""
-        raise NotImplementedError
 
-    def log_final(self, metrics: Mapping[str, Any]) -> None:
+    def log_final(self, metrics: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook, empty by default
         """Logs the run's final metrics (``metrics.json``)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Flushes and releases what the logger holds."""
 
 

@@ -36,12 +36,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from embreg.data import NegativeSampler, load_ml100k, load_ratings_file
+from embreg.data import NegativeSampler
 from embreg.data.movielens import MovieLens100k
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, register_task
-from embreg.recipes.tasks.ratings import movielens_graph
+from embreg.recipes.tasks.ratings import load_interactions, movielens_graph
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
 from embreg.train.next_item_evaluation import NextItemEvaluator
@@ -187,23 +187,12 @@ class NextItemTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedSequences:
         d = recipe.data
-        movielens = None
-        if d.path is not None:
-            if d.timestamp_col is None:
-                raise ConfigError(
-                    "task next-item orders each user's interactions by time: set data.timestamp_col to the "
-                    f"timestamp column of {d.path}"
-                )
-            ratings = load_ratings_file(
-                d.path, user=d.user_col, item=d.item_col, rating=None, timestamp=d.timestamp_col, sep=d.sep
+        if d.path is not None and d.timestamp_col is None:
+            raise ConfigError(
+                "task next-item orders each user's interactions by time: set data.timestamp_col to the "
+                f"timestamp column of {d.path}"
             )
-        elif d.dataset == "ml-100k":
-            movielens = load_ml100k()
-            ratings = movielens.ratings
-        else:
-            raise ConfigError(f"data.dataset={d.dataset!r} holds no timed interactions; use 'ml-100k' or data.path")
-        if d.max_rows is not None and d.max_rows < len(ratings):
-            ratings = ratings.subset(np.arange(d.max_rows))
+        ratings, movielens = load_interactions(d, rating_col=None, holds="timed interactions")
         split = leave_one_out(ratings, min_interactions=d.min_interactions)  # every rating is an interaction
         counts = split.train_item_counts().astype(np.float64)
         negatives = {

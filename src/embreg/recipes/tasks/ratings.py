@@ -39,7 +39,7 @@ from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
 from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
 
-__all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "movielens_graph"]
+__all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "load_interactions", "movielens_graph"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -118,6 +118,32 @@ def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarr
     return popular, rare
 
 
+def load_interactions(data, *, rating_col: str | None, holds: str) -> tuple[RatingsData, MovieLens100k | None]:
+    """The interactions a ``data`` section names: ``data.path`` (its columns) or ML-100k, cut to ``data.max_rows``.
+
+    Returns ``(ratings, the ML-100k bundle or None)``; ``holds`` names what the task needs in the error for an
+    unknown dataset (``"ratings"``, ``"timed interactions"``).
+    """
+    movielens = None
+    if data.path is not None:
+        ratings = load_ratings_file(
+            data.path,
+            user=data.user_col,
+            item=data.item_col,
+            rating=rating_col,
+            timestamp=data.timestamp_col,
+            sep=data.sep,
+        )
+    elif data.dataset == "ml-100k":
+        movielens = load_ml100k()
+        ratings = movielens.ratings
+    else:
+        raise ConfigError(f"data.dataset={data.dataset!r} holds no {holds}; use 'ml-100k' or set data.path")
+    if data.max_rows is not None and data.max_rows < len(ratings):
+        ratings = ratings.subset(np.arange(data.max_rows))
+    return ratings, movielens
+
+
 def movielens_graph(ml: MovieLens100k | None, kind: str, name: str, relations, num_ids: int) -> NeighbourGraph:
     """The SSE-Graph neighbour graph ``name`` over ML-100k's ``kind`` ids: items sharing a knowledge-graph entity
     (``kg``, over ``relations``) or a genre (``genre``); users sharing an attribute (``occupation``, ...)."""
@@ -143,18 +169,7 @@ class _InteractionTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedRatings:
         d = recipe.data
-        movielens = None
-        if d.path is not None:
-            ratings = load_ratings_file(
-                d.path, user=d.user_col, item=d.item_col, rating=d.rating_col, timestamp=d.timestamp_col, sep=d.sep
-            )
-        elif d.dataset == "ml-100k":
-            movielens = load_ml100k()
-            ratings = movielens.ratings
-        else:
-            raise ConfigError(f"data.dataset={d.dataset!r} holds no ratings; use 'ml-100k' or set data.path")
-        if d.max_rows is not None and d.max_rows < len(ratings):
-            ratings = ratings.subset(np.arange(d.max_rows))
+        ratings, movielens = load_interactions(d, rating_col=d.rating_col, holds="ratings")
         if self.name == "ranking" and d.min_rating is not None:
             ratings = ratings.subset(np.flatnonzero(ratings.ratings >= d.min_rating))
         if self.split_kind == "random":

@@ -1,6 +1,7 @@
 """The ``embreg`` command line.
 
 embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume]
+torchrun --nproc_per_node=N --no-python embreg run RECIPE ...   (data-parallel: embreg.train.distributed)
 embreg show RECIPE|FILE.yaml [--set key=value ...]
 embreg list [--json]
 embreg data fetch NAME [--force]
@@ -41,11 +42,19 @@ def positive_int(text: str) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from embreg.recipes import load_recipe
     from embreg.recipes.run import run_seeds, run_single
+    from embreg.train.distributed import broadcast_from_main, process_group
 
     recipe = load_recipe(args.recipe, args.set)
-    out = Path(args.out) if args.out else _default_out(recipe.name)
+    with process_group(recipe.train.device) as env:  # under torchrun: one process of a DDP run
+        # every rank writes to the directory rank 0 names (a default name holds a time stamp)
+        out = broadcast_from_main(Path(args.out) if args.out else _default_out(recipe.name), env)
+        if args.seeds > 1:
+            summary = run_seeds(recipe, out, args.seeds, resume=args.resume)
+        else:
+            result = run_single(recipe, out, resume=args.resume)
+    if not env.is_main:
+        return 0
     if args.seeds > 1:
-        summary = run_seeds(recipe, out, args.seeds, resume=args.resume)
         print(f"\n{recipe.name}: {args.seeds} seeds -> {out}")
         for key, stats in summary.items():
             print(
@@ -53,7 +62,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"max {stats['max']:.4f})"
             )
     else:
-        result = run_single(recipe, out, resume=args.resume)
         print(f"\n{recipe.name} -> {out}")
         for key, value in result.metrics.items():
             print(f"  {key:24s} {value:.4f}" if isinstance(value, float) else f"  {key:24s} {value}")
@@ -230,9 +238,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_torchrun(command: str) -> None:
+    from embreg.errors import ConfigError
+    from embreg.train.distributed import launched_by_torchrun
+
+    if launched_by_torchrun():
+        raise ConfigError(
+            f"'embreg {command}' does not run under torchrun; only 'embreg run' trains data-parallel "
+            "(torchrun --nproc_per_node=N --no-python embreg run RECIPE ...)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.func is not cmd_run:
+            _refuse_torchrun(args.command)
         return args.func(args)
     except (EmbregError, TrainingError) as error:
         print(f"embreg: error: {error}", file=sys.stderr)

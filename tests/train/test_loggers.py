@@ -185,3 +185,32 @@ def test_without_a_run_directory_the_loggers_are_skipped_with_a_note():
         loggers = build_loggers(["csv"], None)
     assert not loggers and loggers.callbacks() == []
     assert not build_loggers([], None)  # nothing asked, nothing said
+
+
+def test_wandb_resumes_its_run_with_the_epochs_it_lacks(tmp_path, monkeypatch):
+    inits, logged = [], []
+
+    class FakeRun:
+        id = "abc123"
+        summary = types.SimpleNamespace(update=lambda values: None)
+
+        def log(self, values, step):
+            logged.append(step)
+
+        def finish(self):
+            pass
+
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kwargs: inits.append(kwargs) or FakeRun()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    history = [{"epoch": e, "train_loss": 1.0 / (e + 1)} for e in range(4)]
+    first = build_loggers(["wandb"], tmp_path, run_name="mf-seed0")
+    for e in range(2):
+        first.log_epoch(history[e], history[: e + 1])
+    first.close()  # the run is interrupted after epoch 1 (its checkpoint holds epochs 0-2: epoch 2 never got logged)
+    resumed = build_loggers(["wandb"], tmp_path, run_name="mf-seed0")
+    resumed.log_epoch(history[3], history)
+    resumed.close()
+    assert "id" not in inits[0] and (inits[1]["id"], inits[1]["resume"]) == ("abc123", "allow")
+    assert logged == [0, 1, 2, 3]
+    assert json.loads((tmp_path / "wandb.json").read_text()) == {"id": "abc123", "last_epoch": 3}

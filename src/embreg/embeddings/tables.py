@@ -58,7 +58,17 @@ class TableRequest:
 
 @dataclass
 class UniformTablesConfig:
-    """One ``nn.Embedding`` (``nn.EmbeddingBag`` for bag fields) per table at the model's dimension."""
+    """One ``nn.Embedding`` (``nn.EmbeddingBag`` for bag fields) per table at the model's dimension.
+
+    Attributes:
+        sparse: sparse gradients (``embeddings: {name: uniform, sparse: true}``): a step's gradient holds only the
+            rows of the batch instead of the whole table, which pays off for large tables and small batches. The
+            optimizer must take them: ``train.optimizer=sparse-adam`` (lazy Adam, :mod:`embreg.train.lazy_adam`),
+            ``sgd`` or ``adagrad``, without weight decay or gradient clipping (other settings are refused before
+            training); DDP refuses sparse gradients.
+    """
+
+    sparse: bool = False
 
 
 @dataclass
@@ -74,6 +84,9 @@ class MixedDimensionTablesConfig:
         min_dim: smallest block dimension.
         max_dim: with ``budget``: the largest block dimension and then the base dimension (``null``: the largest
             block dimension).
+        sparse: sparse gradients for the blocks' rows (``flat_rows``; the projections keep dense ones), as
+            :class:`UniformTablesConfig`'s ``sparse``: needs ``train.optimizer=sparse-adam`` (or ``sgd`` /
+            ``adagrad``).
     """
 
     alpha: float = 0.3
@@ -82,6 +95,7 @@ class MixedDimensionTablesConfig:
     round_pow2: bool = False
     min_dim: int = 1
     max_dim: int | None = None
+    sparse: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
@@ -108,8 +122,10 @@ def build_uniform(config: UniformTablesConfig, request: TableRequest) -> tuple[l
 
     def make(index: int, rows: int) -> nn.Module:
         if index in request.bag_fields:
-            return nn.EmbeddingBag(rows, request.dim, mode="mean", padding_idx=request.bag_fields[index])
-        return nn.Embedding(rows, request.dim)
+            return nn.EmbeddingBag(
+                rows, request.dim, mode="mean", padding_idx=request.bag_fields[index], sparse=config.sparse
+            )
+        return nn.Embedding(rows, request.dim, sparse=config.sparse)
 
     rows = [len(counts) for counts in request.frequencies]
     if request.layout == "blocks":
@@ -142,6 +158,7 @@ def build_md(config: MixedDimensionTablesConfig, request: TableRequest) -> tuple
                 bag_fields=dict(request.bag_fields),
                 bag_mode="mean",
                 init_std=request.init_std,
+                sparse=config.sparse,
             )
         else:
             layers, plan = md_embedding_tables(
@@ -153,6 +170,7 @@ def build_md(config: MixedDimensionTablesConfig, request: TableRequest) -> tuple
                 min_dim=config.min_dim,
                 round_pow2=config.round_pow2,
                 init_std=request.init_std,
+                sparse=config.sparse,
             )
     except ValueError as exc:
         raise ConfigError(f"embeddings: {exc}") from exc

@@ -122,6 +122,9 @@ class EncoderClassifier(nn.Module):
         self.encoder = encoder
         self.num_labels = num_labels
         self.pooling = pooling
+        pooler = getattr(encoder, "pooler", None)
+        if pooling == "mean" and isinstance(pooler, nn.Module):
+            pooler.requires_grad_(False)  # never on the loss's path: no gradient, no optimizer state, no DDP search
         self.dropout = nn.Dropout(p)
         self.head = nn.Linear(hidden_size, num_labels)
         nn.init.normal_(self.head.weight, std=init_std)

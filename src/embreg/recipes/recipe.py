@@ -157,7 +157,9 @@ class TrainConfig:
         epochs: maximum epochs.
         batch_size: examples per step (language models: parallel token streams).
         eval_batch_size: examples (streams) per evaluation forward (``null``: the task's choice).
-        lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``).
+        lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``,
+            ``sparse-adam``). Sparse tables (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam,
+            :mod:`embreg.train.lazy_adam`; no weight decay), ``sgd`` or ``adagrad``.
         schedule: ``constant`` or ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
             lnsr-noise-stability-bert.txt, Sec. 4.3).
         warmup: fraction of the steps spent warming up (``linear`` only).
@@ -182,7 +184,7 @@ class TrainConfig:
     batch_size: int = 1024
     eval_batch_size: int | None = None
     lr: float = 1e-3
-    optimizer: Literal["adam", "amsgrad", "adamw", "sgd", "adagrad"] = "adam"
+    optimizer: Literal["adam", "amsgrad", "adamw", "sgd", "adagrad", "sparse-adam"] = "adam"
     weight_decay: float = 0.0
     schedule: Literal["constant", "linear"] = "constant"
     warmup: float = 0.0
@@ -209,6 +211,11 @@ class TrainConfig:
             raise ConfigError(f"train.lr={self.lr} must be > 0")
         if self.weight_decay < 0:
             raise ConfigError(f"train.weight_decay={self.weight_decay} must be >= 0")
+        if self.optimizer == "sparse-adam" and self.weight_decay > 0:
+            raise ConfigError(
+                f"train.weight_decay={self.weight_decay}: train.optimizer=sparse-adam takes no weight decay (it would "
+                "touch every row of a table each step); set train.weight_decay=0"
+            )
         if not 0 <= self.warmup < 1:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
         if self.patience is not None and self.patience < 1:

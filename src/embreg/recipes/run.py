@@ -8,7 +8,8 @@ the model (given its transforms and its tables), the objective, the regularisers
 ``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
 :class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
-table or W&B (:mod:`embreg.train.loggers`).
+table or W&B (:mod:`embreg.train.loggers`). Under ``torchrun`` every process trains its shard, and rank 0 alone holds
+the lock, writes the directory and feeds the loggers (:mod:`embreg.train.distributed`).
 
 Example:
     >>> from embreg.recipes import load_recipe
@@ -33,8 +34,9 @@ from embreg.errors import ConfigError, DataError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.seed_series import run_seed_series
+from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.loggers import RunLoggers, build_loggers
-from embreg.train.optim import optimizer_factory
+from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import EpochCallback, FitResult, Trainer
@@ -74,9 +76,15 @@ class BuiltRun:
         Args:
             run_dir: the run directory (``None``: keep nothing on disk).
             callbacks: called as ``cb(trainer, record)`` after each epoch (e.g. the run's loggers).
+
+        Raises:
+            ConfigError: the model has sparse tables (``embeddings.sparse=true``) and the train section cannot take
+                their gradients (a dense-only optimizer such as ``adam``: use ``train.optimizer=sparse-adam``;
+                weight decay; gradient clipping), or ``train.schedule='linear'`` without ``adamw``.
         """
         t = self.recipe.train
         metric, mode = self.recipe.monitor
+        check_sparse_gradients(self.model, t.optimizer, weight_decay=t.weight_decay, clip_norm=t.clip_norm)
         if t.schedule == "linear":
             if t.optimizer != "adamw":
                 raise ConfigError(f"train.schedule='linear' runs with train.optimizer='adamw', got {t.optimizer!r}")
@@ -172,12 +180,16 @@ def run_single(
         RunDirectoryLockedError: another run is writing into ``out_dir`` (it holds ``out_dir/.lock`` for its whole
             run); nothing is written.
     """
+    main = current().is_main  # under DDP only rank 0 writes, so only it locks and logs
     with contextlib.ExitStack() as stack:
-        if out_dir is not None:
+        if out_dir is not None and main:
             stack.enter_context(RunDirectory(out_dir).lock())
         loggers = stack.enter_context(
             build_loggers(
-                recipe.train.log_to, out_dir, run_name=f"{recipe.name}-seed{recipe.train.seed}", config=to_dict(recipe)
+                recipe.train.log_to if main else [],
+                out_dir if main else None,
+                run_name=f"{recipe.name}-seed{recipe.train.seed}",
+                config=to_dict(recipe),
             )
         )
         return _run_single(recipe, out_dir, resume=resume, prepared=prepared, loggers=loggers)
@@ -186,29 +198,35 @@ def run_single(
 def _run_single(
     recipe: Recipe, out_dir: str | Path | None, *, resume: bool, prepared: Any | None, loggers: RunLoggers
 ) -> FitResult:
+    env = current()
     run_dir = Path(out_dir) if out_dir is not None else None
     files = RunDirectory(run_dir) if run_dir is not None else None
-    done = _finished(run_dir) if resume else None
+    done = broadcast_from_main(_finished(run_dir) if resume else None, env)  # every rank decides alike
     if done is not None and files is not None:
         return FitResult(metrics=done, history=files.read_history())
     started = time.perf_counter()
     built = build_run(recipe, prepared)
-    if files is not None:
+    if files is not None and env.is_main:
         files.write_config(to_dict(recipe))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
     trainer = built.trainer(run_dir, loggers.callbacks())
     result = trainer.fit(resume=resume)
-    metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
-    steps = len(built.batches) * len(result.history)
-    train_seconds = sum(record["seconds"] for record in result.history)
-    metrics.update(parameter_counts(built.model))
-    metrics.update(
-        train_seconds=train_seconds,
-        seconds_per_step=train_seconds / max(steps, 1),
-        wall_seconds=time.perf_counter() - started,
-    )
-    if files is not None:
+    metrics = None
+    if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's
+        metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
+        steps = len(trainer.batches) * len(result.history)
+        train_seconds = sum(record["seconds"] for record in result.history)
+        metrics.update(parameter_counts(built.model))
+        metrics.update(
+            train_seconds=train_seconds,
+            seconds_per_step=train_seconds / max(steps, 1),
+            wall_seconds=time.perf_counter() - started,
+        )
+        if env.active:
+            metrics["world_size"] = env.world_size
+    metrics = broadcast_from_main(metrics, env)
+    if files is not None and env.is_main:
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics))
         files.drop_checkpoints(recipe.train.keep_checkpoints)
@@ -233,7 +251,7 @@ def run_seeds(recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool =
             shared.append(recipe.adapter.prepare(recipe))
         return run_single(seed_recipe, seed_dir, resume=resume, prepared=shared[0] if shared else None)
 
-    with RunDirectory(out_dir).lock():
+    with RunDirectory(out_dir).lock() if current().is_main else contextlib.nullcontext():
         return run_seed_series(recipe, out_dir, seeds, run_one)
 
 

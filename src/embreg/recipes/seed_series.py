@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from embreg.config import to_dict
+from embreg.train.distributed import current
 from embreg.train.run_dir import RunDirectory
 from embreg.train.stats import summarize_runs
 from embreg.train.trainer import FitResult
@@ -40,7 +41,9 @@ def run_seed_series(
     if seeds < 1:
         raise ValueError(f"seeds={seeds} must be >= 1")
     out = RunDirectory(out_dir)
-    out.write_config(to_dict(cfg))
+    writes = current().is_main  # under DDP rank 0 alone writes
+    if writes:
+        out.write_config(to_dict(cfg))
     metrics = []
     summary: dict[str, dict] = {}
     for i in range(seeds):
@@ -48,8 +51,10 @@ def run_seed_series(
         seed_cfg.train.seed = cfg.train.seed + i
         metrics.append(run_one(seed_cfg, out.seed(seed_cfg.train.seed).path).metrics)
         summary = summarize_runs(metrics)
-        out.write_summary(summary)
-    out.write_report(summary_report(cfg.name, cfg.description, summary, seeds))
+        if writes:
+            out.write_summary(summary)
+    if writes:
+        out.write_report(summary_report(cfg.name, cfg.description, summary, seeds))
     return summary
 
 

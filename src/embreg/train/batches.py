@@ -1,12 +1,17 @@
-"""Mini-batches straight from tensors: one shuffled index permutation per epoch, no per-example collation."""
+"""Mini-batches straight from tensors: one shuffled index permutation per epoch, no per-example collation.
+
+Under data-parallel training each process takes :meth:`TensorBatches.sharded`: a disjoint share of every epoch's
+permutation (see :mod:`embreg.train.distributed`).
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 
 import torch
 
-from embreg.train.seeding import epoch_generator
+from embreg.train.seeding import epoch_generator, rank_epoch_generator
 
 Batch = dict[str, torch.Tensor]
 BatchTransform = Callable[[Batch, torch.Generator], Batch]
@@ -24,6 +29,7 @@ class TensorBatches:
             receives the epoch's generator so its randomness is seeded too.
         drop_last: drop a final incomplete batch.
         device: device the batches are moved to.
+        rank, world_size: this process's shard (see :meth:`sharded`); ``0, 1`` trains on every example.
 
     Example:
         >>> batches = TensorBatches({"x": torch.arange(10)}, batch_size=4, seed=0)
@@ -43,6 +49,8 @@ class TensorBatches:
         transform: BatchTransform | None = None,
         drop_last: bool = False,
         device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         if not tensors:
             raise ValueError("tensors is empty: nothing to batch")
@@ -54,6 +62,9 @@ class TensorBatches:
         self.num_examples = next(iter(lengths.values()))
         if self.num_examples == 0:
             raise ValueError("tensors have no examples")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+        self.rank, self.world_size = rank, world_size
         self.tensors = {name: t.to(device) for name, t in tensors.items()}
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -62,18 +73,53 @@ class TensorBatches:
         self.drop_last = drop_last
         self.device = torch.device(device)
 
+    def sharded(self, rank: int, world_size: int) -> TensorBatches:
+        """The same batches for process ``rank`` of ``world_size``: a disjoint share of every epoch.
+
+        Every rank draws the same permutation of the ``N`` examples and takes every ``world_size``-th of them from
+        position ``rank`` on; the permutation is first extended by its own beginning to a multiple of
+        ``world_size`` (as ``torch.utils.data.DistributedSampler`` does), so all ranks take the same number of
+        steps. ``batch_size`` stays per process. The batch transform (e.g. negative sampling) gets a generator of
+        its own per rank, so no two ranks draw the same negatives.
+
+        Example:
+            >>> batches = TensorBatches({"x": torch.arange(5)}, batch_size=2, seed=0)
+            >>> shards = [sorted(torch.cat([b["x"] for b in batches.sharded(r, 2).epoch(0)]).tolist()) for r in (0, 1)]
+            >>> len(shards[0]) == len(shards[1]) == 3, sorted(set(shards[0]) | set(shards[1]))
+            (True, [0, 1, 2, 3, 4])
+        """
+        shard = copy.copy(self)
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+        shard.rank, shard.world_size = rank, world_size
+        return shard
+
+    @property
+    def shard_examples(self) -> int:
+        """Examples this process trains on per epoch: ``ceil(N / world_size)``."""
+        return -(-self.num_examples // self.world_size)
+
     def __len__(self) -> int:
         if self.drop_last:
-            return self.num_examples // self.batch_size
-        return -(-self.num_examples // self.batch_size)
+            return self.shard_examples // self.batch_size
+        return -(-self.shard_examples // self.batch_size)
+
+    def _order(self, generator: torch.Generator) -> torch.Tensor:
+        if self.shuffle:
+            order = torch.randperm(self.num_examples, generator=generator)
+        else:
+            order = torch.arange(self.num_examples)
+        if self.world_size > 1:
+            padded = self.shard_examples * self.world_size
+            order = torch.cat([order, order[: padded - self.num_examples]])[self.rank :: self.world_size]
+        return order.to(self.device)
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
-        """The batches of epoch ``epoch`` (0-based), in a seeded order."""
+        """The batches of epoch ``epoch`` (0-based), in a seeded order (this process's shard of it)."""
         generator = epoch_generator(self.seed, epoch)
-        if self.shuffle:
-            order = torch.randperm(self.num_examples, generator=generator).to(self.device)
-        else:
-            order = torch.arange(self.num_examples, device=self.device)
+        order = self._order(generator)
+        if self.world_size > 1:  # the shared generator made the shared permutation; sampling is per rank
+            generator = rank_epoch_generator(self.seed, epoch, self.rank)
         for b in range(len(self)):
             index = order[b * self.batch_size : (b + 1) * self.batch_size]
             batch = {name: t[index] for name, t in self.tensors.items()}

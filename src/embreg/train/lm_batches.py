@@ -7,6 +7,7 @@ walks through them in windows of ``bptt`` steps; the model carries its LSTM stat
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import numpy as np
@@ -70,6 +71,23 @@ class BPTTBatches:
         self.bptt = bptt
         self.variable_length = variable_length
         self.seed = seed
+
+    def sharded(self, rank: int, world_size: int) -> BPTTBatches:
+        """The windows of process ``rank`` of ``world_size``: the stream is cut into ``world_size x B`` rows and
+        this process takes rows ``rank x B .. (rank + 1) x B - 1``, so each process carries ``B`` streams of its own
+        (``batch_size`` stays per process) and all take the same windows, hence the same number of steps.
+
+        Example:
+            >>> batches = BPTTBatches(np.arange(41), batch_size=2, bptt=5)
+            >>> [batches.sharded(r, 2).data[:, 0].tolist() for r in (0, 1)]
+            [[0, 10], [20, 30]]
+        """
+        if not 0 <= rank < world_size:
+            raise DataError(f"rank={rank} must be in [0, world_size={world_size})")
+        streams = self.data.shape[0]
+        shard = copy.copy(self)
+        shard.data = batchify(self.data.reshape(-1), streams * world_size)[rank * streams : (rank + 1) * streams]
+        return shard
 
     def __len__(self) -> int:
         return -(-(self.data.shape[1] - 1) // self.bptt)

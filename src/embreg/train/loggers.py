@@ -15,8 +15,9 @@ same numbers) and, at the end, the run's ``metrics.json``:
                    ``tensorboard`` package (``pip install 'embreg[log]'``).
 ``wandb``          a Weights & Biases run (project ``$WANDB_PROJECT``, default ``embreg``; its files under
                    ``<run_dir>/wandb``; the resolved recipe as its config): ``log(record, step=epoch)`` per epoch,
-                   the final metrics in its summary. Needs ``pip install wandb`` and a W&B login (or
-                   ``WANDB_MODE=offline``).
+                   the final metrics in its summary. ``<run_dir>/wandb.json`` keeps the W&B run's id and the last
+                   epoch it got, so ``--resume`` continues the same W&B run (``resume="allow"``) with the epochs it
+                   lacks. Needs ``pip install wandb`` and a W&B login (or ``WANDB_MODE=offline``).
 =================  ==================================================================================================
 
 Loggers are extras: a logger that fails (to start or to write) is disabled with one :class:`LoggerWarning` and
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from embreg.errors import ConfigError
-from embreg.train.checkpoint import atomic_write_text
+from embreg.train.checkpoint import atomic_write_json, atomic_write_text
 from embreg.train.run_dir import METRICS_CSV, TENSORBOARD_DIR
 
 __all__ = [
@@ -239,26 +240,52 @@ class WandbLogger(MetricLogger):
     def __init__(self, run_dir: str | Path, run_name: str = "", config: Mapping[str, Any] | None = None) -> None:
         self.run_dir, self.run_name, self.config = Path(run_dir), run_name, dict(config or {})
         self._run: Any = None
+        self._last_epoch = -1  # the last epoch the W&B run holds
+
+    @property
+    def _state_path(self) -> Path:
+        return self.run_dir / "wandb.json"
 
     def _start(self) -> Any:
         if self._run is None:
             import wandb
 
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            saved = self._saved()
+            resume = {"id": saved["id"], "resume": "allow"} if saved else {}
             self._run = wandb.init(
                 project=os.environ.get("WANDB_PROJECT", "embreg"),
                 name=self.run_name or None,
                 dir=str(self.run_dir),
                 config=self.config,
+                **resume,
             )
+            self._last_epoch = int(saved.get("last_epoch", -1)) if saved else -1
+            self._save()
         return self._run
 
+    def _saved(self) -> dict[str, Any]:
+        try:
+            saved = json.loads(self._state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return saved if isinstance(saved, dict) and isinstance(saved.get("id"), str) else {}
+
+    def _save(self) -> None:
+        run_id = getattr(self._run, "id", None)
+        if isinstance(run_id, str):
+            atomic_write_json(self._state_path, {"id": run_id, "last_epoch": self._last_epoch})
+
     def log_epoch(self, record: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
-        fresh = self._run is None
         run = self._start()
-        for row in history if fresh else [record]:  # a new W&B run gets the epochs a resumed run had already done
+        # the epochs the W&B run lacks: all of a resumed run's history for a new W&B run, the new ones for a resumed one
+        for row in history:
+            if int(row["epoch"]) <= self._last_epoch:
+                continue
             numbers = {k: n for k, v in row.items() if k != "epoch" and (n := _number(v)) is not None}
             run.log(numbers, step=int(row["epoch"]))
+            self._last_epoch = int(row["epoch"])
+        self._save()
 
     def log_final(self, metrics: Mapping[str, Any]) -> None:
         self._start().summary.update({k: v for k, v in metrics.items() if _number(v) is not None or isinstance(v, str)})

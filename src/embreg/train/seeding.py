@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -25,3 +26,22 @@ def epoch_generator(seed: int, epoch: int, device: str | torch.device = "cpu") -
     generator = torch.Generator(device=device)
     generator.manual_seed(seed * _EPOCH_STRIDE + epoch)
     return generator
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of data-parallel rank ``rank``'s own streams: ``seed`` itself on rank 0, a hash of ``(seed, rank)``
+    elsewhere (below 2**62, like every torch seed embreg uses).
+
+    Example:
+        >>> rank_seed(7, 0), rank_seed(7, 1) != rank_seed(7, 2)
+        (7, True)
+    """
+    if rank == 0:
+        return seed
+    digest = hashlib.blake2b(f"embreg-rank/{seed}/{rank}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
+def rank_epoch_generator(seed: int, epoch: int, rank: int) -> torch.Generator:
+    """A generator of one epoch's sampling on data-parallel rank ``rank`` (different for every rank and epoch)."""
+    return epoch_generator(rank_seed(seed, rank + 1) % 2**40, epoch)

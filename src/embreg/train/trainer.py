@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,19 @@ from tqdm.auto import tqdm
 
 from embreg.errors import TrainingError
 from embreg.regularizers.base import Objective, StepContext, standard_objective
+from embreg.sse.base import IndexTransform
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
+from embreg.train.distributed import (
+    DistributedEnv,
+    all_reduce_sums,
+    broadcast_from_main,
+    current,
+    distributed_model,
+    gather_to_main,
+)
 from embreg.train.optim import OptimizerFactory
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
+from embreg.train.seeding import rank_seed, seed_everything
 
 __all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
@@ -96,6 +107,11 @@ class Trainer:
         precision: ``"fp32"``; ``"bf16"`` (autocast of the forward pass and penalties to bfloat16, CPU or CUDA);
             ``"fp16"`` (autocast to float16 with a ``torch.amp.GradScaler``, CUDA only). Parameters, optimizer
             state and evaluation stay in float32.
+        distributed: the data-parallel process group's view (``None``: the running one, see
+            :mod:`embreg.train.distributed`). With more than one process the steps run through
+            DistributedDataParallel on this process's shard of the batches (``batches.sharded``), rank 0 alone
+            evaluates (its metrics are broadcast) and writes ``run_dir``, and ``last.safetensors`` holds every
+            rank's random state.
 
     Example:
         >>> from embreg.models import BiasedMF
@@ -133,6 +149,7 @@ class Trainer:
         callbacks: Sequence[EpochCallback] = (),
         device: str | torch.device | None = None,
         precision: str = "fp32",
+        distributed: DistributedEnv | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be >= 1")
@@ -148,7 +165,10 @@ class Trainer:
             raise ValueError(f"min_epochs={min_epochs} must be in [0, epochs={epochs}]")
         if clip_norm is not None and clip_norm <= 0:
             raise ValueError(f"clip_norm={clip_norm} must be > 0 or None")
+        self.dist = current() if distributed is None else distributed
         self.device = model_device(model) if device is None else resolve_device(device)
+        if self.dist.active and self.device.type == "cuda" and device in ("auto", "cuda", None):
+            self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per process
         check_precision(precision, self.device)
         self.precision = precision
         # fp16 needs loss scaling so that small gradients do not underflow; bf16 has fp32's range and needs none.
@@ -160,6 +180,14 @@ class Trainer:
                 model = regularizer.prepare(model)
         self.model = model.to(self.device)  # and after: ``prepare`` may add parameters (a no-op otherwise)
         self.optimizer = optimizer(p for p in model.parameters() if p.requires_grad)
+        # The training steps go through DDP's wrapper (gradients averaged over ranks); evaluation, regularisers'
+        # StepContext and checkpoints use the model itself, whose parameters the wrapper shares.
+        self._step_model = distributed_model(model, self.device) if self.dist.active else model
+        if self.dist.active:
+            self._own_random_streams(model)
+            if not hasattr(batches, "sharded"):
+                raise TypeError(f"{type(batches).__name__} has no sharded(rank, world_size): it cannot train under DDP")
+            batches = batches.sharded(self.dist.rank, self.dist.world_size)
         self.batches = batches
         self.evaluator = evaluator
         self.epochs = epochs
@@ -171,10 +199,11 @@ class Trainer:
         self.objective = objective
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._files = RunDirectory(self.run_dir) if self.run_dir is not None else None
+        self._writer = self._files if self.dist.is_main else None  # under DDP rank 0 alone writes
         self.val_split = val_split
         self.test_split = test_split
         self.eval_train = eval_train
-        self.progress = progress
+        self.progress = progress and self.dist.is_main
         self.callbacks = list(callbacks)
         self.history: list[dict[str, Any]] = []
         self.step = 0
@@ -184,6 +213,16 @@ class Trainer:
         self.evals_since_best = 0
         self.stopped_early = False
         self._best_state: dict[str, torch.Tensor] | None = None
+
+    def _own_random_streams(self, model: nn.Module) -> None:
+        """Gives this rank random streams of its own: SSE transforms are offset by the rank, and ranks other than
+        0 reseed torch's global generators (dropout) with ``rank_seed(torch.initial_seed(), rank)``."""
+        for module in model.modules():
+            if isinstance(module, IndexTransform):
+                module.rank_offset = self.dist.rank
+                module.manual_seed(module.seed)  # the stream restarts from seed + rank
+        if self.dist.rank > 0:
+            seed_everything(rank_seed(torch.initial_seed(), self.dist.rank))
 
     # ----------------------------------------------------------------------------------------------- training
     def fit(self, *, resume: bool = False) -> FitResult:
@@ -228,10 +267,11 @@ class Trainer:
             loss_sum += loss
             penalty_sum += penalty
             n_batches += 1
+        loss_total, penalty_total, batches_total = all_reduce_sums([loss_sum, penalty_sum, n_batches], self.dist)
         record: dict[str, Any] = {
             "epoch": epoch,
-            "train_loss": loss_sum / max(n_batches, 1),
-            "train_penalty": penalty_sum / max(n_batches, 1),
+            "train_loss": loss_total / max(batches_total, 1),
+            "train_penalty": penalty_total / max(batches_total, 1),
             "seconds": time.perf_counter() - started,
         }
         record.update(self._evaluate(self.val_split))
@@ -246,7 +286,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         ctx = StepContext(model=self.model, batch=batch, step=self.step)
         with autocast(self.device, self.precision):
-            loss, output = self.objective(self.model, batch)
+            loss, output = self._objective(batch)
             ctx.output, ctx.loss = output, loss
             penalty = torch.zeros((), device=loss.device)
             for regularizer in self.regularizers:
@@ -278,9 +318,28 @@ class Trainer:
         self.step += 1
         return loss.item(), float(penalty.item())
 
+    def _objective(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
+        try:
+            return self.objective(self._step_model, batch)
+        except RuntimeError as error:
+            if self.dist.active and "finished reduction in the prior iteration" in str(error):
+                # DDP names the parameters without a gradient by their index among those that require one
+                found = re.search(r"did not receive grad for rank \d+: ([\d ]+)", str(error))
+                trainable = [name for name, p in self.model.named_parameters() if p.requires_grad]
+                unused = [trainable[int(i)] for i in found.group(1).split()] if found else "(DDP did not say which)"
+                raise TrainingError(
+                    "under DDP every parameter that requires a gradient must get one in every step; these got none: "
+                    f"{unused}. Freeze them (param.requires_grad_(False)) or train in one process."
+                ) from error
+            raise
+
     def _evaluate(self, split: str) -> dict[str, float]:
+        """The evaluator's metrics on ``split``; under DDP computed once, on rank 0, and broadcast."""
         prefix = metric_prefix(split)
-        return {f"{prefix}_{name}": value for name, value in self.evaluator(self.model, split).items()}
+        metrics = None
+        if self.dist.is_main:
+            metrics = {f"{prefix}_{name}": value for name, value in self.evaluator(self.model, split).items()}
+        return broadcast_from_main(metrics, self.dist)
 
     def _improved(self, value: float) -> bool:
         if math.isnan(value):
@@ -296,8 +355,8 @@ class Trainer:
         if self._improved(value):
             self.best_value, self.best_epoch, self.evals_since_best = value, epoch, 0
             self._best_state = copy.deepcopy(self.model.state_dict())
-            if self._files is not None:
-                self._files.save_checkpoint("best", {"model": self.model.state_dict(), "epoch": epoch})
+            if self._writer is not None:
+                self._writer.save_checkpoint("best", {"model": self.model.state_dict(), "epoch": epoch})
         else:
             self.evals_since_best += 1
 
@@ -307,7 +366,23 @@ class Trainer:
         return self.evals_since_best >= self.patience
 
     # -------------------------------------------------------------------------------------------- persistence
+    def _rank_random_state(self) -> dict[str, Any]:
+        """This process's own random streams: torch's global generators and the SSE transforms' generators."""
+        state: dict[str, Any] = {
+            "torch_rng": torch.get_rng_state(),
+            "transforms": {
+                name: module.get_extra_state()
+                for name, module in self.model.named_modules()
+                if isinstance(module, IndexTransform)
+            },
+        }
+        if self.device.type == "cuda":
+            state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return state
+
     def _state(self) -> dict[str, Any]:
+        """The state ``last.safetensors`` holds (collective under DDP: every rank's random state is gathered)."""
+        ranks = gather_to_main(self._rank_random_state(), self.dist) if self.dist.active else None
         state: dict[str, Any] = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -324,13 +399,18 @@ class Trainer:
             state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         if self._scaler is not None:
             state["grad_scaler"] = self._scaler.state_dict()
+        if ranks is not None:
+            state["world_size"] = self.dist.world_size
+            state["rank_states"] = ranks
         return state
 
     def _save_last(self) -> None:
         if self._files is None:
             return
-        self._files.save_checkpoint("last", self._state())
-        self._files.write_history(self.history)
+        state = self._state()
+        if self._writer is not None:
+            self._writer.save_checkpoint("last", state)
+            self._writer.write_history(self.history)
 
     def _restore(self) -> None:
         if self._files is None:
@@ -354,9 +434,27 @@ class Trainer:
         self.evals_since_best = state["evals_since_best"]
         self.stopped_early = state["stopped_early"]
         self.history = list(state["history"])
+        self._restore_rank_state(state)
         best = self._files.load_checkpoint("best", map_location="cpu")
         if best is not None:
             self._best_state = best["model"]
+
+    def _restore_rank_state(self, state: dict[str, Any]) -> None:
+        """Under DDP, this rank's own random streams from the checkpoint's ``rank_states``.
+
+        A checkpoint written with another number of processes holds no state of this rank's shard: its streams
+        then continue from the model's saved generators, offset by the rank (see ``IndexTransform``).
+        """
+        ranks = state.get("rank_states")
+        if not self.dist.active or ranks is None or state.get("world_size") != self.dist.world_size:
+            return
+        own = ranks[self.dist.rank]
+        torch.set_rng_state(own["torch_rng"])
+        if "cuda_rng" in own and self.device.type == "cuda":
+            torch.cuda.set_rng_state(own["cuda_rng"], self.device)
+        for name, module in self.model.named_modules():
+            if isinstance(module, IndexTransform) and name in own["transforms"]:
+                module.set_extra_state(own["transforms"][name])
 
     def _final_result(self) -> FitResult:
         if self._best_state is not None:
@@ -365,6 +463,6 @@ class Trainer:
         metrics.update(self._evaluate(self.val_split))
         if self.test_split is not None:
             metrics.update(self._evaluate(self.test_split))
-        if self._files is not None:
-            self._files.write_metrics(metrics)
+        if self._writer is not None:
+            self._writer.write_metrics(metrics)
         return FitResult(metrics=metrics, history=list(self.history))

@@ -34,14 +34,15 @@ SYNTHETIC_EXAMPLES = 200_000
 SYNTHETIC_MAX_CARDINALITY = 100_000
 
 
-def load_ctr_dataset(name: str) -> CTRData:
-    """The CTR table called ``name`` (one of :data:`CTR_DATASETS`; ``synthetic-ctr`` is generated, seed 0)."""
+def load_ctr_dataset(name: str, synthetic_rows: int = SYNTHETIC_EXAMPLES) -> CTRData:
+    """The CTR table called ``name`` (one of :data:`CTR_DATASETS`; ``synthetic-ctr`` is generated, seed 0, with
+    ``synthetic_rows`` rows)."""
     if name == "adult":
         return load_adult()
     if name == "ml-100k-ctr":
         return load_ml100k_ctr()
     if name == "synthetic-ctr":
-        return synthetic_ctr(SYNTHETIC_EXAMPLES, max_cardinality=SYNTHETIC_MAX_CARDINALITY, seed=0)
+        return synthetic_ctr(synthetic_rows, max_cardinality=SYNTHETIC_MAX_CARDINALITY, seed=0)
     raise ConfigError(f"data.dataset={name!r} is not a CTR dataset; choose one of {CTR_DATASETS}")
 
 
@@ -60,6 +61,7 @@ class CTRDataConfig:
         sep: for ``path``, the field separator of a text file (``null``: from the extension, else sniffed).
         split: train/valid/test fractions; split_seed: its seed.
         max_rows: keep only the first rows (quick slices).
+        synthetic_rows: rows generated for ``synthetic-ctr`` (scale benchmarks use 10^7 and more).
     """
 
     dataset: Literal["adult", "ml-100k-ctr", "synthetic-ctr"] = "adult"
@@ -71,10 +73,17 @@ class CTRDataConfig:
     split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
     max_rows: int | None = None
+    synthetic_rows: int = SYNTHETIC_EXAMPLES
 
     def __post_init__(self) -> None:
         check_split(self.split)
         check_max_rows(self.max_rows)
+        if (
+            isinstance(self.synthetic_rows, bool)
+            or not isinstance(self.synthetic_rows, int)
+            or self.synthetic_rows < 10
+        ):
+            raise ConfigError(f"data.synthetic_rows={self.synthetic_rows!r} must be an integer >= 10")
 
 
 @dataclass
@@ -129,7 +138,7 @@ class CTRTask(TaskAdapter):
                 d.path, label_col=d.label_col, categorical_cols=d.categorical_cols, dense_cols=d.dense_cols, sep=d.sep
             )
         else:
-            table = load_ctr_dataset(d.dataset)
+            table = load_ctr_dataset(d.dataset, d.synthetic_rows)
         if d.max_rows is not None and d.max_rows < len(table):
             table = table.subset(np.arange(d.max_rows))
         split = random_split(len(table), tuple(d.split), seed=d.split_seed)

@@ -1,0 +1,213 @@
+"""Data-parallel training across processes: ``torchrun --nproc_per_node=N --no-python embreg run RECIPE``.
+
+Every model family trains under :class:`torch.nn.parallel.DistributedDataParallel` (DDP) on this contract:
+
+* **Process group.** :func:`process_group` starts it from torchrun's environment (``RANK``, ``WORLD_SIZE``,
+  ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``): ``gloo`` on the CPU, ``nccl`` on CUDA, where each process takes
+  GPU ``LOCAL_RANK``. Outside torchrun (or with one process) nothing changes: :func:`current` is rank 0 of 1.
+* **Data.** Each rank trains on a disjoint shard of every epoch (``batches.sharded(rank, world_size)``);
+  ``train.batch_size`` is per process, so one step trains ``world_size x batch_size`` examples, as with
+  ``DistributedSampler``.
+* **Randomness.** The model is initialised alike on every rank (DDP also broadcasts rank 0's weights). Afterwards
+  each rank draws its own streams: SSE index transforms get ``rank_offset = rank``, the global generators (dropout)
+  are reseeded with :func:`rank_seed`, and batch transforms (negative sampling) get a per-rank generator. Rank 0
+  keeps the streams of a single-process run.
+* **Evaluation** runs once, on rank 0, on the whole split; its metrics are broadcast, so every rank takes the same
+  early-stopping decisions.
+* **Files.** Rank 0 alone writes the run directory (checkpoints hold every rank's random state, so ``--resume``
+  restores all of them) and feeds the loggers.
+* **Sparse gradients** are refused under DDP (:func:`check_dense_gradients`), naming the dense alternative.
+
+Example:
+    >>> env = current()
+    >>> env.rank, env.world_size, env.active, env.is_main
+    (0, 1, False, True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from embreg.errors import ConfigError
+from embreg.train.seeding import rank_seed
+
+__all__ = [
+    "DistributedEnv",
+    "current",
+    "launched_by_torchrun",
+    "process_group",
+    "rank_seed",
+    "distributed_model",
+    "check_dense_gradients",
+    "broadcast_from_main",
+    "gather_to_main",
+    "all_reduce_sums",
+]
+
+
+@dataclass(frozen=True)
+class DistributedEnv:
+    """Where this process stands in a data-parallel run.
+
+    Attributes:
+        rank: this process's rank in ``[0, world_size)``.
+        world_size: number of processes.
+        local_rank: rank on this machine (the GPU a CUDA process takes).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def active(self) -> bool:
+        """More than one process trains together."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that evaluates and writes."""
+        return self.rank == 0
+
+
+def current() -> DistributedEnv:
+    """The running process group's view (rank 0 of 1 when none is initialised)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return DistributedEnv()
+    return DistributedEnv(
+        rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", 0))
+    )
+
+
+def launched_by_torchrun() -> bool:
+    """torchrun (or another launcher) set ``WORLD_SIZE`` above 1 for this process."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ
+
+
+@contextlib.contextmanager
+def process_group(device: str | torch.device | None = "auto") -> Iterator[DistributedEnv]:
+    """Starts the process group torchrun asked for (``gloo`` on the CPU, ``nccl`` on CUDA) and ends it afterwards.
+
+    Without torchrun, or when a group is already running (a caller started it), nothing is started or ended.
+
+    Args:
+        device: the run's ``train.device``; CUDA (``auto`` where CUDA exists) selects ``nccl`` and GPU
+            ``LOCAL_RANK``.
+
+    Raises:
+        ConfigError: ``train.device`` names one GPU (``cuda:N``) while several processes would share it.
+    """
+    if not launched_by_torchrun() or dist.is_initialized():
+        yield current()
+        return
+    from embreg.train.device import resolve_device
+
+    spec = str(device or "auto").strip().lower()
+    if spec.startswith("cuda:"):
+        raise ConfigError(
+            f"train.device={device!r} names one GPU, but torchrun started {os.environ['WORLD_SIZE']} processes; "
+            "set train.device=cuda (each process takes GPU LOCAL_RANK) or train.device=cpu"
+        )
+    use_cuda = resolve_device(spec).type == "cuda"
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    try:
+        yield current()
+    finally:
+        dist.destroy_process_group()
+
+
+class _DistributedModel(DistributedDataParallel):
+    """DDP whose wrapper also answers the wrapped model's own attributes (``model.loss``, ``model.encoder``, ...),
+    so objectives and regularisers written for the model run unchanged on the wrapper."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "module":
+                raise
+            return getattr(self.module, name)
+
+
+def distributed_model(model: nn.Module, device: torch.device) -> nn.Module:
+    """``model`` wrapped in DDP for its training steps (parameters and buffers broadcast from rank 0 once, when it is built).
+
+    The wrapper shares the model's parameters; evaluation and checkpoints keep using ``model`` itself. Every
+    parameter that requires a gradient must get one in every step (DDP's default ``find_unused_parameters=False``;
+    embreg's models freeze what they never use, e.g. the encoder's pooler under mean pooling). Not
+    ``static_graph=True``: its first step reduces gradients on another path whose rounding differs, so a resumed
+    run (a new wrapper, a new first step) would drift from an uninterrupted one.
+    """
+    check_dense_gradients(model)
+    device_ids = None
+    if device.type == "cuda":
+        device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
+    # embreg's buffers are constants (MD index maps, global means), equal on every rank from the start: syncing them
+    # before every forward (DDP's default) would only cost time.
+    return _DistributedModel(model, device_ids=device_ids, **_NO_BUFFER_SYNC)
+
+
+_NO_BUFFER_SYNC: dict[str, Any] = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    else {"broadcast_buffers": False}  # torch releases before forward_sync_buffers
+)
+
+
+def check_dense_gradients(model: nn.Module) -> None:
+    """Raises :class:`ConfigError` when a module of ``model`` produces sparse gradients (DDP cannot reduce them).
+
+    Example:
+        >>> check_dense_gradients(nn.Embedding(4, 2, sparse=True))
+        Traceback (most recent call last):
+        ...
+        embreg.errors.ConfigError: module '' (Embedding) has sparse gradients, which DistributedDataParallel cannot all-reduce here; use dense gradients (sparse=False; the default of every embreg recipe) or train in one process
+    """
+    for name, module in model.named_modules():
+        if getattr(module, "sparse", False) is True:
+            raise ConfigError(
+                f"module {name!r} ({type(module).__name__}) has sparse gradients, which DistributedDataParallel "
+                "cannot all-reduce here; use dense gradients (sparse=False; the default of every embreg recipe) "
+                "or train in one process"
+            )
+
+
+def broadcast_from_main(value: Any, env: DistributedEnv) -> Any:
+    """Rank 0's ``value`` on every rank (any picklable object); ``value`` itself outside DDP."""
+    if not env.active:
+        return value
+    box = [value if env.is_main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_to_main(value: Any, env: DistributedEnv) -> list[Any] | None:
+    """Every rank's ``value`` in rank order on rank 0, ``None`` on the others; ``[value]`` outside DDP."""
+    if not env.active:
+        return [value]
+    gathered: list[Any] | None = [None] * env.world_size if env.is_main else None
+    dist.gather_object(value, gathered, dst=0)
+    return gathered
+
+
+def all_reduce_sums(values: list[float], env: DistributedEnv) -> list[float]:
+    """Element-wise sums of ``values`` over all ranks (``values`` outside DDP)."""
+    if not env.active:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor)
+    return tensor.cpu().tolist()

@@ -317,8 +317,8 @@ def page(runs: list[dict[str, Any]]) -> str:
         "absent from a batch keep their moments, so its numbers differ slightly from dense Adam's). The user and "
         "item bias tables stay dense in both.",
         "",
-        "**The machine was shared and busy** (another training job used both cores throughout), so absolute times "
-        "are noisy and only the ratios, measured within one run with epochs and floors interleaved, are read.",
+        "The machine is a shared 2-core VM; each run's state is noted beside its command below. Only the ratios, "
+        "measured within one run with epochs and floors interleaved, are read.",
         "",
         "Runs:",
         "",

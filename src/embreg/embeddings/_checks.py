@@ -74,6 +74,22 @@ def check_sizes(values: Sequence[int], name: str, low: int = 1) -> tuple[int, ..
     return tuple(check_int(v, f"{name}[{i}]", low) for i, v in enumerate(values))
 
 
+def check_block_layout(
+    block_rows: Sequence[int], block_dims: Sequence[int], base_dim: int
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """``(rows, dims, base_dim)`` of a mixed-dimension layer after checking that every block has rows, a dimension
+    in ``[1, base_dim]``, and that there are as many dimensions as blocks."""
+    rows = check_sizes(block_rows, "block_rows")
+    dims = check_sizes(block_dims, "block_dims")
+    base_dim = check_int(base_dim, "base_dim", 1)
+    if len(rows) != len(dims):
+        raise EmbregError(f"block_rows has {len(rows)} entries but block_dims has {len(dims)}; they must match")
+    for i, d in enumerate(dims):
+        if d > base_dim:
+            raise EmbregError(f"block_dims[{i}]={d} is outside the valid range [1, base_dim={base_dim}]")
+    return rows, dims, base_dim
+
+
 def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
     """Raise unless ``ids`` is an integer tensor with every entry in ``[0, num_embeddings)``."""
     if not isinstance(ids, torch.Tensor):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from embreg.embeddings._checks import check_ids, check_int, check_sizes
+from embreg.embeddings._checks import check_block_layout, check_ids
 from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.blocking import Blocking
 from embreg.embeddings.flat import flat_mixed_dimension_lookup, split_flat
@@ -134,14 +134,7 @@ class MixedDimensionEmbedding(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        rows = check_sizes(block_rows, "block_rows")
-        dims = check_sizes(block_dims, "block_dims")
-        base_dim = check_int(base_dim, "base_dim", 1)
-        if len(rows) != len(dims):
-            raise EmbregError(f"block_rows has {len(rows)} entries but block_dims has {len(dims)}; they must match")
-        for i, d in enumerate(dims):
-            if d > base_dim:
-                raise EmbregError(f"block_dims[{i}]={d} is outside the valid range [1, base_dim={base_dim}]")
+        rows, dims, base_dim = check_block_layout(block_rows, block_dims, base_dim)
         self.num_embeddings = sum(rows)
         self.embedding_dim = base_dim
         self.sparse = bool(sparse)

@@ -46,7 +46,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from embreg.embeddings._checks import check_ids, check_int, check_sizes
+from embreg.embeddings._checks import check_block_layout, check_ids, check_int
 from embreg.embeddings.bag import MixedDimensionEmbeddingBag
 from embreg.embeddings.blocking import equipartition_blocks
 from embreg.embeddings.mixed_dimension import MixedDimensionEmbedding
@@ -228,15 +228,9 @@ class TorchRecMixedDimensionEmbedding(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        rows = check_sizes(block_rows, "block_rows")
-        dims = check_sizes(block_dims, "block_dims")
-        base_dim = check_int(base_dim, "base_dim", 1)
+        rows, dims, base_dim = check_block_layout(block_rows, block_dims, base_dim)
         dim_multiple = check_int(dim_multiple, "dim_multiple", 1)
-        if len(rows) != len(dims):
-            raise EmbregError(f"block_rows has {len(rows)} entries but block_dims has {len(dims)}; they must match")
         for i, d in enumerate(dims):
-            if d > base_dim:
-                raise EmbregError(f"block_dims[{i}]={d} is outside the valid range [1, base_dim={base_dim}]")
             if d % dim_multiple and not pad:
                 raise EmbregError(
                     f"block_dims[{i}]={d} is not a multiple of {dim_multiple}, which FBGEMM's sharded kernels need; "

@@ -20,6 +20,7 @@ from torch import nn
 
 from embreg.errors import ConfigError, EmbregError
 from embreg.models.hidden_states import hidden_states_dict
+from embreg.models.lstm_precision import run_lstm
 from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
 from embreg.models.step_key import step_key
@@ -68,7 +69,7 @@ class LSTMLayer(nn.Module):
                 weights.get("bias_ih_l0"),
                 weights.get("bias_hh_l0"),
             )
-        return rnn(x, state)
+        return run_lstm(rnn, x, state)
 
     def extra_repr(self) -> str:
         return f"index={self.index}"

@@ -68,13 +68,25 @@ class NativeKernel:
         source: the ``.cpp`` file.
         env_var: the environment variable choosing ``auto``/``off``/``on``.
         what: a few words naming the kernel in warnings and errors.
+        extra_flags: further compiler flags (they enter the cache key), e.g. ``-fno-math-errno`` so that loops
+            calling ``sqrt`` vectorise.
         native_isa: compile for the host's instruction set (``-march=native``, with ``-fopenmp-simd`` for the
             ``omp simd`` loops); the CPU's model and flags then enter the cache key, so a cache directory shared
             by different machines never serves one machine's build to another.
     """
 
-    def __init__(self, name: str, source: Path, env_var: str, what: str, *, native_isa: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        source: Path,
+        env_var: str,
+        what: str,
+        *,
+        native_isa: bool = False,
+        extra_flags: tuple[str, ...] = (),
+    ) -> None:
         self.name, self.source, self.env_var, self.what, self.native_isa = name, source, env_var, what, native_isa
+        self.extra_flags = list(extra_flags)
         self._loaded: ModuleType | None = None
         self._failure: str | None = None
 
@@ -111,7 +123,7 @@ class NativeKernel:
 
     def flags(self) -> list[str]:
         """Compiler flags besides ``-O3``."""
-        return (["-march=native", "-fopenmp-simd"] if self.native_isa else []) + _openmp_flags()
+        return (["-march=native", "-fopenmp-simd"] if self.native_isa else []) + self.extra_flags + _openmp_flags()
 
     def _build(self) -> ModuleType:
         from torch.utils import cpp_extension

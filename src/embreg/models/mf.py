@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from embreg.models.mf_fused_step import FusedMFStep, fused_mf_step
 from embreg.models.output import ModelOutput
 from embreg.models.user_item import UserItemConfig, UserItemModel, normal_table, user_item_tables, zero_table
 from embreg.registry import register
@@ -115,6 +116,16 @@ class BiasedMF(UserItemModel):
             + h["item_bias"].pow(2)
         )
         return squared_error + self.l2 * norms.mean()
+
+    def fused_step(self, optimizer: torch.optim.Optimizer) -> FusedMFStep | None:
+        """The whole training step as one C++ call (``train.fused_step: true``; see
+        :mod:`embreg.models.mf_fused_step`), or None where the kernel is off or cannot be built.
+
+        Raises:
+            ConfigError: this model or ``optimizer`` cannot take it (sparse tables, no vector dropout, and
+                ``sparse-adam`` or plain ``sgd`` are needed); the message says which.
+        """
+        return fused_mf_step(self, optimizer)
 
     @torch.no_grad()
     def predict(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

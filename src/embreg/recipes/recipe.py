@@ -175,6 +175,9 @@ class TrainConfig:
         device: where to train: ``auto`` (CUDA when present, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``fp32``; ``bf16`` (autocast to bfloat16, CPU or CUDA); ``fp16`` (autocast to float16 with loss
             scaling, CUDA only). Weights, optimizer state and evaluation stay in float32.
+        fused_step: train with the model's fused step, one C++ call for forward, loss, backward and update
+            (``mf`` with sparse tables and ``sparse-adam`` or ``sgd``: :mod:`embreg.models.mf_fused_step`); the same
+            step as autograd's up to float rounding. A model or setting that cannot take it is a clear error.
         progress: show a progress bar.
         log_to: experiment loggers fed with every epoch record and the final metrics (:mod:`embreg.train.loggers`):
             ``tensorboard`` (``<run_dir>/tensorboard/``), ``csv`` (``<run_dir>/metrics.csv``), ``wandb``.
@@ -198,6 +201,7 @@ class TrainConfig:
     threads: int | None = None
     device: str = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    fused_step: bool = False
     progress: bool = True
     log_to: list[str] = field(default_factory=list)
 

@@ -109,6 +109,7 @@ class BuiltRun:
             callbacks=list(callbacks),
             device=t.device,
             precision=t.precision,
+            fused_step=t.fused_step,
             **self.recipe.adapter.trainer_options(self.recipe),
         )
 

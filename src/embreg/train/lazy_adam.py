@@ -84,6 +84,19 @@ class LazyAdam(torch.optim.Optimizer):
                 raise ValueError(f"betas[{i}]={beta} is outside [0, 1)")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps})
 
+    sparse_update = "lazy-adam"
+    """How the optimizer updates the rows of a sparse gradient (read by fused training steps, e.g.
+    :mod:`embreg.models.mf_fused_step`, which update the same state)."""
+
+    def param_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state of parameter ``p`` (``step``, ``exp_avg``, ``exp_avg_sq``), made (zeros) on first use."""
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.tensor(0.0, dtype=_scalar_dtype())
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """One step for every parameter with a gradient (dense: Adam; sparse: lazy Adam on the gradient's rows)."""
@@ -98,11 +111,7 @@ class LazyAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0, dtype=_scalar_dtype())
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state = self.param_state(p)
                 if p.grad.is_sparse:
                     state["step"] += 1
                     _lazy_adam_rows(

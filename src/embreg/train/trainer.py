@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from embreg.errors import TrainingError
+from embreg.errors import ConfigError, TrainingError
 from embreg.regularizers.base import Objective, StepContext, standard_objective
 from embreg.sse.base import IndexTransform
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
@@ -107,6 +107,10 @@ class Trainer:
         precision: ``"fp32"``; ``"bf16"`` (autocast of the forward pass and penalties to bfloat16, CPU or CUDA);
             ``"fp16"`` (autocast to float16 with a ``torch.amp.GradScaler``, CUDA only). Parameters, optimizer
             state and evaluation stay in float32.
+        fused_step: train with the model's fused step (``model.fused_step(optimizer)``: forward, loss, backward and
+            update in one call, e.g. :mod:`embreg.models.mf_fused_step`) instead of autograd; it computes the same
+            step, so it takes no objective other than the standard one, no regularisers, no clipping, fp32 on the
+            CPU in one process. Where the model's kernel cannot be built the autograd step runs (after a warning).
         distributed: the data-parallel process group's view (``None``: the running one, see
             :mod:`embreg.train.distributed`). With more than one process the steps run through
             DistributedDataParallel on this process's shard of the batches (``batches.sharded``), rank 0 alone
@@ -150,6 +154,7 @@ class Trainer:
         device: str | torch.device | None = None,
         precision: str = "fp32",
         distributed: DistributedEnv | None = None,
+        fused_step: bool = False,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be >= 1")
@@ -180,6 +185,9 @@ class Trainer:
                 model = regularizer.prepare(model)
         self.model = model.to(self.device)  # and after: ``prepare`` may add parameters (a no-op otherwise)
         self.optimizer = optimizer(p for p in model.parameters() if p.requires_grad)
+        self.objective = objective
+        self.clip_norm = clip_norm
+        self._fused = self._fused_step(model) if fused_step else None
         # The training steps go through DDP's wrapper (gradients averaged over ranks); evaluation, regularisers'
         # StepContext and checkpoints use the model itself, whose parameters the wrapper shares.
         self._step_model = distributed_model(model, self.device) if self.dist.active else model
@@ -188,6 +196,8 @@ class Trainer:
             if not hasattr(batches, "sharded"):
                 raise TypeError(f"{type(batches).__name__} has no sharded(rank, world_size): it cannot train under DDP")
             batches = batches.sharded(self.dist.rank, self.dist.world_size)
+        if self.device.type == "cuda" and hasattr(batches, "pinned"):
+            batches = batches.pinned()  # host-to-GPU copies of each batch then run asynchronously
         self.batches = batches
         self.evaluator = evaluator
         self.epochs = epochs
@@ -195,8 +205,6 @@ class Trainer:
         self.mode = mode
         self.patience = patience
         self.min_epochs = min_epochs
-        self.clip_norm = clip_norm
-        self.objective = objective
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._files = RunDirectory(self.run_dir) if self.run_dir is not None else None
         self._writer = self._files if self.dist.is_main else None  # under DDP rank 0 alone writes
@@ -213,6 +221,23 @@ class Trainer:
         self.evals_since_best = 0
         self.stopped_early = False
         self._best_state: dict[str, torch.Tensor] | None = None
+
+    def _fused_step(self, model: nn.Module) -> Callable[[dict[str, torch.Tensor]], float] | None:
+        """The model's fused step for this trainer, after checking that nothing in the loop needs autograd."""
+        make = getattr(model, "fused_step", None)
+        reasons = [
+            (make is None, f"{type(model).__name__} has no fused step (BiasedMF has)"),
+            (self.objective is not standard_objective, "an objective other than the standard one"),
+            (bool(self.regularizers), "regularisers (their penalties and hooks need autograd)"),
+            (self.clip_norm is not None, "gradient clipping (clip_norm)"),
+            (self.precision != "fp32", f"precision {self.precision} (the kernel is float32)"),
+            (self.device.type != "cpu", f"device {self.device} (the kernel runs on the CPU)"),
+            (self.dist.active, "data-parallel training (its sparse gradients cannot be all-reduced)"),
+        ]
+        refused = [reason for failed, reason in reasons if failed]
+        if refused:
+            raise ConfigError(f"train.fused_step cannot be used with: {'; '.join(refused)}")
+        return make(self.optimizer)  # type: ignore[misc]
 
     def _own_random_streams(self, model: nn.Module) -> None:
         """Gives this rank random streams of its own: SSE transforms are offset by the rank, and ranks other than
@@ -283,6 +308,12 @@ class Trainer:
 
     def _train_step(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
         batch = move_batch(batch, self.device)
+        if self._fused is not None:
+            fused_loss = self._fused(batch)
+            if not math.isfinite(fused_loss):
+                self._raise_not_finite(fused_loss, fused_loss, 0.0, epoch)
+            self.step += 1
+            return fused_loss, 0.0
         self.optimizer.zero_grad(set_to_none=True)
         ctx = StepContext(model=self.model, batch=batch, step=self.step)
         with autocast(self.device, self.precision):
@@ -294,12 +325,7 @@ class Trainer:
                     penalty = penalty + regularizer.penalty(ctx)
             total = loss + penalty
         if not torch.isfinite(total):
-            where = f"epoch {epoch}, step {self.step}"
-            kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
-            raise TrainingError(
-                f"loss became {total.item()} (task loss {loss.item()}, penalty {penalty.item()}) at {where}{kept}. "
-                "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
-            )
+            self._raise_not_finite(total.item(), loss.item(), penalty.item(), epoch)
         if self._scaler is not None:
             self._scaler.scale(total).backward()
             self._scaler.unscale_(self.optimizer)  # update transforms and clipping see the true gradients
@@ -317,6 +343,14 @@ class Trainer:
             self.optimizer.step()
         self.step += 1
         return loss.item(), float(penalty.item())
+
+    def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int) -> None:
+        where = f"epoch {epoch}, step {self.step}"
+        kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
+        raise TrainingError(
+            f"loss became {total} (task loss {loss}, penalty {penalty}) at {where}{kept}. "
+            "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
+        )
 
     def _objective(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
         try:

@@ -153,3 +153,13 @@ def test_an_fp16_run_saves_its_grad_scaler_and_resumes_on_cpu_in_bf16(tmp_path: 
     assert load_checkpoint(tmp_path / LAST_CHECKPOINT)["grad_scaler"]["scale"] > 0
     resumed = _mf_trainer(synthetic_ratings, tmp_path, 2, "cpu", precision="bf16").fit(resume=True)
     assert resumed.metrics["epochs_run"] == 2
+
+
+def test_cuda_training_draws_its_batches_from_pinned_memory(tmp_path: Path, synthetic_ratings) -> None:
+    trainer = _mf_trainer(synthetic_ratings, tmp_path, 1, DEVICE)
+    batch = next(iter(trainer.batches.epoch(0)))
+    assert all(t.is_pinned() for t in batch.values())
+    train = {k: v[: v.shape[0] * 8 // 10] for k, v in synthetic_ratings.items()}
+    plain = next(iter(TensorBatches(train, 64, seed=0).epoch(0)))
+    assert all(torch.equal(batch[k], plain[k]) for k in plain)  # the same examples, in the same order
+    assert math.isfinite(trainer.fit().metrics["val_rmse"])

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from embreg.train.batches import TensorBatches
+from embreg.train.seeding import epoch_generator
 
 
 def test_epochs_cover_every_example_once_and_replay_exactly():
@@ -39,3 +40,21 @@ def test_drop_last_and_no_shuffle():
 def test_bad_input(tensors, batch_size):
     with pytest.raises(ValueError):
         TensorBatches(tensors, batch_size)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_pinned_batches_need_cuda() -> None:
+    with pytest.raises(RuntimeError, match="pinned batches need CUDA"):
+        TensorBatches({"x": torch.arange(4)}, batch_size=2).pinned()
+
+
+def test_batches_across_gather_chunks_equal_per_batch_indexing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import embreg.train.batches as batches_module
+
+    monkeypatch.setattr(batches_module, "_CHUNK_EXAMPLES", 10)  # 2 batches of 4 per chunk, then a new gather
+    data = {"x": torch.arange(23), "y": torch.arange(23).float() * 2}
+    batches = TensorBatches(data, batch_size=4, seed=3)
+    order = torch.randperm(23, generator=epoch_generator(3, 1))
+    got = list(batches.epoch(1))
+    assert [b["x"].tolist() for b in got] == [order[i : i + 4].tolist() for i in range(0, 23, 4)]
+    assert all(torch.equal(b["y"], b["x"].float() * 2) for b in got)

@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from embreg.train.packed_rows import PackedRows
 from embreg.train.seeding import epoch_generator, rank_epoch_generator
 
 Batch = dict[str, torch.Tensor]
+_CHUNK_EXAMPLES = 1 << 16
+"""Examples gathered at once when an epoch's batches are cut (bounds the extra memory to this many rows)."""
 BatchTransform = Callable[[Batch, torch.Generator], Batch]
 
 
@@ -72,6 +75,37 @@ class TensorBatches:
         self.transform = transform
         self.drop_last = drop_last
         self.device = torch.device(device)
+        self.pin_memory = False
+        # several CPU tensors: shuffled gathers read each example's values together (see PackedRows)
+        self._rows = PackedRows(self.tensors) if len(self.tensors) > 1 and self.device.type == "cpu" else None
+
+    def pinned(self) -> TensorBatches:
+        """The same batches, gathered into page-locked (pinned) host memory, so that copying each batch to a GPU
+        is asynchronous and overlaps the previous step. The trainer asks for them when it trains on CUDA; they
+        need a CUDA build of torch with a GPU.
+
+        Raises:
+            RuntimeError: no CUDA device to pin memory for.
+        """
+        if self.device.type != "cpu":
+            return self  # the examples already live on the device: nothing is copied per batch
+        if not torch.cuda.is_available():
+            raise RuntimeError("pinned batches need CUDA: page-locked memory only speeds up copies to a GPU")
+        pinned = copy.copy(self)
+        pinned.pin_memory = True
+        return pinned
+
+    def _gather(self, index: torch.Tensor) -> Batch:
+        """Every tensor's examples at ``index``, contiguous (pinned when asked)."""
+        if self._rows is not None:
+            return self._rows.gather(index, pin_memory=self.pin_memory)
+        if not self.pin_memory:
+            return {name: t[index] for name, t in self.tensors.items()}
+        out = {}
+        for name, t in self.tensors.items():
+            out[name] = torch.empty((index.numel(), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
+            torch.index_select(t, 0, index, out=out[name])
+        return out
 
     def sharded(self, rank: int, world_size: int) -> TensorBatches:
         """The same batches for process ``rank`` of ``world_size``: a disjoint share of every epoch.
@@ -120,9 +154,16 @@ class TensorBatches:
         order = self._order(generator)
         if self.world_size > 1:  # the shared generator made the shared permutation; sampling is per rank
             generator = rank_epoch_generator(self.seed, epoch, self.rank)
+        # The examples are gathered in permuted order a chunk of batches at a time (one gather per chunk, not per
+        # batch and tensor: their fixed costs were a fused step's largest overhead); each batch is then a slice.
+        per_chunk = max(1, _CHUNK_EXAMPLES // self.batch_size) * self.batch_size
         for b in range(len(self)):
-            index = order[b * self.batch_size : (b + 1) * self.batch_size]
-            batch = {name: t[index] for name, t in self.tensors.items()}
+            start = b * self.batch_size
+            if start % per_chunk == 0:
+                index = order[start : start + per_chunk]
+                chunk = self._gather(index)
+            offset = start % per_chunk
+            batch = {name: t[offset : offset + self.batch_size] for name, t in chunk.items()}
             if self.transform is not None:
                 batch = self.transform(batch, generator)
             yield batch

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from embreg.studies.hub import read_summaries
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -84,18 +86,21 @@ def test_scale_mf_epoch_quick_writes_ratios_and_profile(tmp_path):
     assert summary["claims"] == []  # the 3x target is claimed from 10^6 ratings on
 
 
-def test_scale_mf_epoch_quick_sparse_sets_dense_and_sparse_side_by_side(tmp_path):
+def test_scale_mf_epoch_quick_sets_dense_sparse_and_fused_side_by_side(tmp_path):
     out = tmp_path / "results" / "scale-mf-epoch"
-    run_script("scale_mf_epoch.py", "--sparse", "--data-dir", str(tmp_path / "data"), "--out-dir", str(out))
+    run_script("scale_mf_epoch.py", "--sparse", "--fused", "--data-dir", str(tmp_path / "data"), "--out-dir", str(out))
     result = json.loads((out / "scale-mf-epoch-threads1.json").read_text())
-    dense, sparse = result["records"]
-    assert (dense["variant"], sparse["variant"]) == ("dense", "sparse")
+    dense, sparse, fused = result["records"]
+    assert (dense["variant"], sparse["variant"], fused["variant"]) == ("dense", "sparse", "fused")
     assert "embeddings.sparse=true" not in dense["overrides"]
     assert {"embeddings.sparse=true", "train.optimizer=sparse-adam"} <= set(sparse["overrides"])
-    assert dense["train_rows"] == sparse["train_rows"] and sparse["ratio_wall"] > 0
-    assert all(v is not None and v < 2.0 for v in sparse["val_rmse"])  # it trained
+    assert set(sparse["overrides"]) | {"train.fused_step=true"} == set(fused["overrides"])
+    assert dense["train_rows"] == sparse["train_rows"] == fused["train_rows"] and fused["ratio_wall"] > 0
+    for record in (sparse, fused):
+        assert all(v is not None and v < 2.0 for v in record["val_rmse"])  # it trained
+    assert fused["val_rmse"] == pytest.approx(sparse["val_rmse"], rel=1e-4)  # the same steps, fused
     assert result["profile"]["variant"] == "dense" and result["profile_sparse"]["variant"] == "sparse"
     assert "Optimizer.step#LazyAdam.step" in result["profile_sparse"]["inclusive_s"]
     page = (out / "README.md").read_text()
-    assert "## Dense vs sparse tables" in page and "sparse / lazy Adam" in page
+    assert "## The variants side by side" in page and "sparse / lazy Adam, fused step" in page
     check_summary(out, "scale-mf-epoch")

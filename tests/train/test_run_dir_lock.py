@@ -30,7 +30,7 @@ def test_a_second_run_into_a_locked_directory_is_refused_and_writes_nothing(tmp_
         with pytest.raises(RunDirectoryLockedError):
             run_seeds(recipe, out, 2)
         assert _listing(out) == [LOCK]
-    assert _listing(out) == []  # released and removed
+    assert not out.exists()  # released, and the empty directory the lock made is gone
     run_single(recipe, out)  # free again
     assert "metrics.json" in _listing(out) and LOCK not in _listing(out)
     assert issubclass(RunDirectoryLockedError, EmbregError)
@@ -89,3 +89,20 @@ def test_a_lock_held_by_another_process_is_seen_and_dies_with_it(tmp_path):
     with RunDirectory(out).lock():
         pass
     assert not (out / LOCK).exists()
+
+
+def test_a_run_that_fails_before_writing_leaves_no_directory(tmp_path) -> None:
+    from embreg.errors import DataError
+    from embreg.recipes import load_recipe
+    from embreg.recipes.run import run_single
+
+    out = tmp_path / "never"
+    recipe = load_recipe("mf", [f"data.path={tmp_path / 'missing.csv'}", "train.progress=false"])
+    with pytest.raises(DataError):
+        run_single(recipe, out)
+    assert not out.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(DataError):
+        run_single(recipe, kept)
+    assert kept.is_dir() and list(kept.iterdir()) == []  # a directory the user made stays

@@ -99,7 +99,8 @@ class RunDirectory:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[RunDirectory]:
-        """Holds ``<run_dir>/.lock`` while one run writes here (creating the directory); removed on exit.
+        """Holds ``<run_dir>/.lock`` while one run writes here (creating the directory); removed on exit, and the
+        directory too when this call created it and nothing was written into it.
 
         The lock is ``fcntl.flock`` on that file, so it dies with its process: a crashed run never leaves a stale
         lock. A second holder, in this process or another, is refused at once.
@@ -127,8 +128,14 @@ class RunDirectory:
                 f"or write this run to another directory (lock file {path})"
             )
 
-        with hold_lock(path, refused=refused):
-            yield self
+        existed = self.path.exists()
+        try:
+            with hold_lock(path, refused=refused):
+                yield self
+        finally:
+            if not existed:  # a run that failed before writing anything leaves no empty directory behind
+                with contextlib.suppress(OSError):
+                    self.path.rmdir()  # only an empty directory can be removed
 
     # -- plain files ---------------------------------------------------------------------------------------------
     def write_config(self, config: Mapping[str, Any]) -> Path:

@@ -196,3 +196,25 @@ def test_with_the_kernel_off_the_trainer_takes_the_autograd_step(monkeypatch: py
     trainer = _trainer(None, 1, fused_step=True)
     assert trainer._fused is None
     assert math.isfinite(trainer.fit().metrics["val_rmse"])
+
+
+def test_the_update_is_the_same_on_one_and_two_threads(kernel: object) -> None:
+    rows = 40_000  # more distinct rows and bias entries than one thread's share of each update
+    g = torch.Generator().manual_seed(0)
+    batches = [{"user": torch.randint(0, rows, (5000,), generator=g), "item": torch.randint(0, 50, (5000,), generator=g),
+                "rating": torch.rand(5000, generator=g) * 4 + 1} for _ in range(3)]  # fmt: skip
+    results = []
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            torch.manual_seed(0)
+            model = BiasedMF.build(rows, 50, 4, global_mean=3.0, l2=0.01)
+            model.user_embedding.sparse = model.item_embedding.sparse = True
+            step = model.fused_step(LazyAdam(model.parameters(), lr=0.05))
+            for batch in batches:
+                step(batch)
+            results.append([p.detach().clone() for p in model.parameters()])
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(*results))

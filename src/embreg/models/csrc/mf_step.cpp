@@ -21,10 +21,11 @@
 // reset before returning; the table rows of later examples are prefetched); nothing is written to a parameter
 // when the loss is not finite, so the caller can stop with the parameters of the previous step; (2) the
 // optimizer update of those rows (their parameter and moment rows prefetched ahead) and of the bias vectors.
-// Everything is single-threaded: at a training step's batch sizes the work is bound by the rows' cache misses and
-// the fixed cost per call. Gradients are summed in another order than autograd's, so results equal the autograd
-// step up to float rounding.
+// Pass (1) is single-threaded (rows are found and summed in batch order); the updates of (2) touch distinct rows
+// and run on torch's intra-op threads (at::parallel_for), with the same result for any thread count. Gradients
+// are summed in another order than autograd's, so results equal the autograd step up to float rounding.
 
+#include <ATen/Parallel.h>
 #include <torch/extension.h>
 
 #include <cmath>
@@ -110,6 +111,8 @@ inline void prefetch_row(const void* row, int64_t bytes, bool write) {
 }
 
 constexpr int64_t kAhead = 8;  // how many examples (rows) ahead the table reads are prefetched
+constexpr int64_t kRowGrain = 512;  // distinct rows per thread's share of an update, at least
+constexpr int64_t kElementGrain = 16384;  // bias entries per thread's share of the dense update, at least
 
 struct AdamHyper {
   double lr, beta1, beta2, eps;
@@ -135,27 +138,29 @@ void lazy_adam_rows(const RowGradients& g, float* param, float* m, float* v, int
   const float one_minus_b1 = static_cast<float>(1.0 - h.beta1), one_minus_b2 = static_cast<float>(1.0 - h.beta2);
   const float eps = static_cast<float>(h.eps);
   const int64_t n = static_cast<int64_t>(g.rows.size());
-  for (int64_t s = 0; s < n; ++s) {
-    if (s + kAhead < n) {
-      const int64_t ahead = g.rows[s + kAhead] * D;
-      prefetch_row(param + ahead, D * 4, true);
-      prefetch_row(m + ahead, D * 4, true);
-      prefetch_row(v + ahead, D * 4, true);
-    }
-    const int64_t off = g.rows[s] * D;
-    const float* gr = g.vectors.data() + s * D;
-    float* pr = param + off;
-    float* mr = m + off;
-    float* vr = v + off;
+  at::parallel_for(0, n, kRowGrain, [&](int64_t first, int64_t last) {  // distinct rows: no two threads share one
+    for (int64_t s = first; s < last; ++s) {
+      if (s + kAhead < last) {
+        const int64_t ahead = g.rows[s + kAhead] * D;
+        prefetch_row(param + ahead, D * 4, true);
+        prefetch_row(m + ahead, D * 4, true);
+        prefetch_row(v + ahead, D * 4, true);
+      }
+      const int64_t off = g.rows[s] * D;
+      const float* gr = g.vectors.data() + s * D;
+      float* pr = param + off;
+      float* mr = m + off;
+      float* vr = v + off;
 #pragma omp simd
-    for (int64_t c = 0; c < D; ++c) {
-      const float mc = mr[c] + (gr[c] - mr[c]) * one_minus_b1;
-      const float vc = vr[c] + (gr[c] * gr[c] - vr[c]) * one_minus_b2;
-      mr[c] = mc;
-      vr[c] = vc;
-      pr[c] -= step_size * (mc / (std::sqrt(vc) + eps));
+      for (int64_t c = 0; c < D; ++c) {
+        const float mc = mr[c] + (gr[c] - mr[c]) * one_minus_b1;
+        const float vc = vr[c] + (gr[c] * gr[c] - vr[c]) * one_minus_b2;
+        mr[c] = mc;
+        vr[c] = vc;
+        pr[c] -= step_size * (mc / (std::sqrt(vc) + eps));
+      }
     }
-  }
+  });
 }
 
 // Dense Adam (torch.optim.Adam's single-tensor arithmetic) on a whole bias vector; ``grad`` is dense.
@@ -165,14 +170,16 @@ void dense_adam(float* param, float* m, float* v, const float* grad, int64_t n, 
   const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
   const float weight = static_cast<float>(1.0 - h.beta1), beta2 = static_cast<float>(h.beta2);
   const float one_minus_b2 = static_cast<float>(1.0 - h.beta2), eps = static_cast<float>(h.eps);
+  at::parallel_for(0, n, kElementGrain, [&](int64_t first, int64_t last) {
 #pragma omp simd
-  for (int64_t r = 0; r < n; ++r) {
-    const float mc = m[r] + weight * (grad[r] - m[r]);
-    const float vc = v[r] * beta2 + one_minus_b2 * grad[r] * grad[r];
-    m[r] = mc;
-    v[r] = vc;
-    param[r] -= step_size * (mc / (std::sqrt(vc) / bias_correction2_sqrt + eps));
-  }
+    for (int64_t r = first; r < last; ++r) {
+      const float mc = m[r] + weight * (grad[r] - m[r]);
+      const float vc = v[r] * beta2 + one_minus_b2 * grad[r] * grad[r];
+      m[r] = mc;
+      v[r] = vc;
+      param[r] -= step_size * (mc / (std::sqrt(vc) / bias_correction2_sqrt + eps));
+    }
+  });
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ import torch
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
 from embreg.regularizers.base import StepContext
+from embreg.studies.hub import write_benchmark_summary
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "dropout-cost"
 R_APPROX = "{name: r-approx, form: hessian}"
@@ -259,18 +260,15 @@ def write_summary(folder: Path, payload: dict) -> None:
                 "p": None,
             }
         )
-    summary = {
-        "name": "dropout-cost",
-        "title": "Step cost of dropout's explicit and implicit regularisers",
-        "paper": "dropout-explicit-implicit-regularization.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": claims,
-        "seeds": None,
-        "machine": {"description": payload["machine"]},
-        "command": payload["command"],
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_benchmark_summary(
+        folder,
+        "dropout-cost",
+        "Step cost of dropout's explicit and implicit regularisers",
+        "dropout-explicit-implicit-regularization.txt",
+        claims,
+        {"description": payload["machine"]},
+        payload["command"],
+    )
 
 
 if __name__ == "__main__":

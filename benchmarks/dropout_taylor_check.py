@@ -30,6 +30,7 @@ from embreg.recipes import recipe_from_mapping
 from embreg.recipes.run import build_run
 from embreg.regularizers.dropout import r_approx
 from embreg.regularizers.dropout.sites import model_sites
+from embreg.studies.hub import write_benchmark_summary
 from embreg.train.checkpoint import load_checkpoint
 from embreg.train.trainer import BEST_CHECKPOINT
 
@@ -107,26 +108,21 @@ def main() -> None:
 def write_summary(folder: Path, payload: dict) -> None:
     """``folder/summary.json``: the share of R_drop the quadratic term explains (model's own mask sharing)."""
     share = payload["E[R_approx] (model sharing)"] / payload["E[R_drop]"]
-    summary = {
-        "name": "dropout-taylor-check",
-        "title": "Taylor-approximation check of the explicit dropout regulariser",
-        "paper": "dropout-explicit-implicit-regularization.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": [
-            {
-                "claim": "The quadratic Taylor term R_approx accounts for > 80% of R_drop (App. A.2)",
-                "reading": f"{share:.0%} on the Dropout_1 model of `{payload['checkpoint']}` "
-                f"(best epoch {payload['best_epoch']})",
-                "verdict": "reproduced" if share > 0.8 else "not reproduced",
-                "p": None,
-            }
-        ],
-        "seeds": None,
-        "machine": {"description": payload["machine"]},
-        "command": payload["command"],
+    claim = {
+        "claim": "The quadratic Taylor term R_approx accounts for > 80% of R_drop (App. A.2)",
+        "reading": f"{share:.0%} on the Dropout_1 model of `{payload['checkpoint']}` (best epoch {payload['best_epoch']})",
+        "verdict": "reproduced" if share > 0.8 else "not reproduced",
+        "p": None,
     }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_benchmark_summary(
+        folder,
+        "dropout-taylor-check",
+        "Taylor-approximation check of the explicit dropout regulariser",
+        "dropout-explicit-implicit-regularization.txt",
+        [claim],
+        {"description": payload["machine"]},
+        payload["command"],
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.recipes import list_recipes, load_recipe
 from embreg.regularizers import StepContext
+from embreg.studies.hub import write_benchmark_summary
 from embreg.train.stats import median_interval, target_verdict
 
 LABELS = {
@@ -293,18 +294,15 @@ def write_summary(folder: Path, record: dict) -> None:
                 "p": None,
             }
         )
-    summary = {
-        "name": "finetune-cost",
-        "title": "Fine-tuning step cost of LNSR and the stability baselines",
-        "paper": "lnsr-noise-stability-bert.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": claims,
-        "seeds": None,
-        "machine": {"description": record["machine"]},
-        "command": record["command"],
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_benchmark_summary(
+        folder,
+        "finetune-cost",
+        "Fine-tuning step cost of LNSR and the stability baselines",
+        "lnsr-noise-stability-bert.txt",
+        claims,
+        {"description": record["machine"]},
+        record["command"],
+    )
 
 
 if __name__ == "__main__":

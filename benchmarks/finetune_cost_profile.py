@@ -30,6 +30,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from embreg.models import EncoderClassifier
+from embreg.studies.hub import write_benchmark_summary
 
 
 def _sibling(name: str):
@@ -137,18 +138,16 @@ def main() -> None:
         "",
     ]
     (out / "README.md").write_text("\n".join(lines))  # the folder's page is the table
-    summary = {
-        "name": "finetune-cost-profile",
-        "title": "Profile of the LNSR / R3F / SMART fine-tuning step",
-        "paper": "lnsr-noise-stability-bert.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": [],  # an explanation of finetune-cost's ratios; the cost targets are claimed there
-        "seeds": None,
-        "machine": {"description": machine},
-        "command": command,
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # an explanation of finetune-cost's ratios; the cost targets are claimed there
+    write_benchmark_summary(
+        out,
+        "finetune-cost-profile",
+        "Profile of the LNSR / R3F / SMART fine-tuning step",
+        "lnsr-noise-stability-bert.txt",
+        [],
+        {"description": machine},
+        command,
+    )
     print("\n".join(lines))
 
 

@@ -14,7 +14,6 @@ folder's ``summary.json`` (``--out-dir``: another folder).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 
 from embreg.data.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
+from embreg.studies.hub import write_benchmark_summary
 from embreg.train.checkpoint import load_checkpoint
 from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
 from embreg.train.trainer import BEST_CHECKPOINT
@@ -77,18 +77,16 @@ def main() -> None:
         title=f"all-MiniLM-L6-v2, {args.examples} test reviews: noise of {args.ratio:.0%} of a layer's "
         "output norm, relative change at later layers",
     )
-    summary = {
-        "name": "finetuning-noise-attenuation",
-        "title": "Noise attenuation through MiniLM (LNSR paper Fig. 1)",
-        "paper": "lnsr-noise-stability-bert.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": [],  # a figure to read, no claim with a verdict
-        "seeds": None,
-        "machine": {"description": machine},
-        "command": command,
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # a figure to read, no claim with a verdict
+    write_benchmark_summary(
+        out,
+        "finetuning-noise-attenuation",
+        "Noise attenuation through MiniLM (LNSR paper Fig. 1)",
+        "lnsr-noise-stability-bert.txt",
+        [],
+        {"description": machine},
+        command,
+    )
     for name, c in curves.items():
         print(name)
         for i, values in c.items():

@@ -30,6 +30,7 @@ import torch
 
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
+from embreg.studies.hub import write_benchmark_summary
 from embreg.train.optim import optimizer_factory
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "mf-step-cost"
@@ -185,18 +186,15 @@ def write_summary(folder: Path) -> None:
                 "p": None,
             }
         )
-    summary = {
-        "name": "mf-step-cost",
-        "title": "Cost of SSE inside an MF training step",
-        "paper": "sse-stochastic-shared-embeddings.txt",
-        "kind": "benchmark",
-        "page": "README.md",
-        "claims": claims,
-        "seeds": None,
-        "machine": main_run["machine"],
-        "command": main_run["command"],
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_benchmark_summary(
+        folder,
+        "mf-step-cost",
+        "Cost of SSE inside an MF training step",
+        "sse-stochastic-shared-embeddings.txt",
+        claims,
+        main_run["machine"],
+        main_run["command"],
+    )
 
 
 if __name__ == "__main__":

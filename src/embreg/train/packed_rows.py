@@ -29,6 +29,11 @@ class _Column:
     width: int  # bytes of one example's values
     dtype: torch.dtype
     shape: tuple[int, ...]  # one example's shape
+    itemsize: int
+
+
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+"""The integer dtype of each element size, to move a column's bytes in whole elements."""
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -53,7 +58,7 @@ class PackedRows:
             item = tensor.element_size()
             offset = _round_up(offset, item)
             width = item * (tensor[0].numel() if tensor.dim() > 1 else 1)
-            columns.append(_Column(name, offset, width, tensor.dtype, tuple(tensor.shape[1:])))
+            columns.append(_Column(name, offset, width, tensor.dtype, tuple(tensor.shape[1:]), item))
             offset += width
         n = next(iter(tensors.values())).shape[0]
         self.packed = torch.empty((n, _round_up(max(offset, 1), 8)), dtype=torch.uint8)
@@ -69,9 +74,14 @@ class PackedRows:
         """The examples at ``index`` (1-d int64), each tensor contiguous (in page-locked memory with
         ``pin_memory``)."""
         rows = self.packed.index_select(0, index)
+        n = rows.shape[0]
         out = {}
         for c in self.columns:
-            values = torch.empty((rows.shape[0], c.width), dtype=torch.uint8, pin_memory=pin_memory)
-            values.copy_(rows[:, c.offset : c.offset + c.width])
-            out[c.name] = values.view(c.dtype).reshape(rows.shape[0], *c.shape)
+            # copied as integers of the column's element size (rows are 8-byte multiples, columns aligned), not
+            # byte by byte
+            words = _WORDS[c.itemsize]
+            values = torch.empty((n, *c.shape), dtype=c.dtype, pin_memory=pin_memory)
+            start, count = c.offset // c.itemsize, c.width // c.itemsize
+            values.view(n, count).view(words).copy_(rows.view(words)[:, start : start + count])
+            out[c.name] = values
         return out

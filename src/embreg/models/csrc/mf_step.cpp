@@ -226,7 +226,7 @@ double mf_step(const at::Tensor& users, const at::Tensor& items, const at::Tenso
   float* qi = bi.data_ptr<float>();
   const float fmu = static_cast<float>(mu);
 
-  // (1) errors, the loss and each distinct row's summed gradient (scratch only: the parameters are written in (3),
+  // (1) errors, the loss and each distinct row's summed gradient (scratch only: the parameters are written in (2),
   // after the loss is known to be finite)
   const float c = static_cast<float>(2.0 / B), cl2 = static_cast<float>(2.0 * l2 / B);
   RowGradients gu(user_slots.data_ptr<int32_t>(), B, D), gi(item_slots.data_ptr<int32_t>(), B, D);

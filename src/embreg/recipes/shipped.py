@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -59,3 +60,32 @@ def load_recipe(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Reci
 def recipe_from_mapping(data: dict) -> Recipe:
     """A :class:`Recipe` from plain data (a parsed YAML file)."""
     return from_dict(Recipe, data)
+
+
+def technique_count(recipe: Recipe) -> int:
+    """How many techniques a recipe turns on (regularisers, index transforms, a non-standard objective, MD tables)."""
+    return (
+        len(recipe.regularizers)
+        + len(recipe.index_transforms)
+        + (recipe.objective.name != "standard")
+        + (recipe.embeddings.name != "uniform")
+    )
+
+
+@cache
+def plainest_recipe(model: str) -> str | None:
+    """The plainest shipped recipe of a registered ``model``: fewest techniques, then the first by name.
+
+    ``None`` when no shipped recipe uses the model. The registry test matrix, the GPU tests and the GPU step
+    benchmark build each model family from it.
+
+    Example:
+        >>> plainest_recipe("mf")
+        'mf'
+    """
+    candidates = []
+    for name in list_recipes():
+        recipe = load_recipe(name)
+        if recipe.model is not None and recipe.model.name == model:
+            candidates.append((technique_count(recipe), name))
+    return min(candidates)[1] if candidates else None

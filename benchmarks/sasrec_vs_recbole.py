@@ -8,7 +8,15 @@ lr 1e-3, batch 128, ``--epochs`` epochs, one thread each. Both are scored by the
 every item but the user's history, pessimistic ties; RecBole's own scores are re-ranked by
 ``run_recbole_sasrec.py``). For each of the ``--seeds`` seeds (0 .. N-1) the two trainings run at the same time,
 one process each, so they share the machine's load; seeds run one after another. The seconds per epoch are those of
-the training passes (no evaluation).
+the training passes (no evaluation). Both sides are pinned to ``--device`` (embreg's recipe default ``auto`` would
+take a GPU where there is one).
+
+``--device cuda`` trains both on the GPU (embreg: ``train.device=cuda``; RecBole: ``--device cuda``), one library
+after the other (embreg, then RecBole) so neither shares the GPU. The epoch times are then synchronised with the
+GPU: RecBole's by ``torch.cuda.synchronize`` around each epoch, embreg's because every step ends by reading its
+loss (``loss.item()`` after the optimiser step waits for the queued work). The results go to
+``docs/results/sasrec-vs-recbole-cuda/`` (study ``sasrec-vs-recbole-cuda``), beside, not over, the CPU reading;
+the JSON records the GPU (``torch.cuda.get_device_name``).
 
 Quality claim: test NDCG@10, mean and standard deviation over the seeds for each library, and the two-sided Welch
 t-test p-value between them (``reproduced`` when embreg's mean is at least RecBole's or p >= 0.05; ``untested``
@@ -19,6 +27,7 @@ RecBole runs in its own virtual environment (``benchmarks/recbole_peer/README.md
     python benchmarks/sasrec_vs_recbole.py --epochs 3 --seeds 3 --recbole-python /work/recbole-venv/bin/python
 
 writes ``docs/results/sasrec-vs-recbole/sasrec-vs-recbole.json`` and ``summary.json``.
+``--recbole-python`` may be a command on ``PATH`` (``python3``, with RecBole on its ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -44,6 +54,7 @@ from embreg.train.stats import welch_t_test
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "docs" / "results" / "sasrec-vs-recbole"
+RESULTS_CUDA = HERE.parent / "docs" / "results" / "sasrec-vs-recbole-cuda"
 METRICS = ("ndcg@10", "hit@10", "mrr")
 ALPHA = 0.05
 
@@ -60,7 +71,7 @@ def _export_atomic(split, out_dir: Path) -> None:
 MATCHED = {"max_len": 50, "hidden": 50, "layers": 2, "heads": 1, "dropout": 0.2, "lr": 1e-3, "batch_size": 128}
 
 
-def embreg_overrides(epochs: int, seed: int = 0) -> list[str]:
+def embreg_overrides(epochs: int, seed: int = 0, device: str = "cpu") -> list[str]:
     m = MATCHED
     return [
         f"data.max_len={m['max_len']}",
@@ -78,10 +89,13 @@ def embreg_overrides(epochs: int, seed: int = 0) -> list[str]:
         "train.threads=1",
         "train.progress=false",
         f"train.seed={seed}",
+        f"train.device={device}",
     ]
 
 
-def recbole_command(recbole_python: Path, data: Path, out: Path, epochs: int, seed: int) -> list[str]:
+def recbole_command(
+    recbole_python: Path, data: Path, out: Path, epochs: int, seed: int, device: str = "cpu"
+) -> list[str]:
     m = MATCHED
     return [
         str(recbole_python),
@@ -90,25 +104,36 @@ def recbole_command(recbole_python: Path, data: Path, out: Path, epochs: int, se
         *("--max-len", str(m["max_len"]), "--hidden", str(m["hidden"]), "--layers", str(m["layers"])),
         *("--heads", str(m["heads"]), "--dropout", str(m["dropout"]), "--lr", str(m["lr"])),
         *("--batch-size", str(m["batch_size"]), "--loss", "CE", "--seed", str(seed), "--threads", "1"),
+        *("--device", device),
     ]
 
 
-def run_seed(seed: int, epochs: int, prepared: Any, data: Path, work: Path, recbole_python: Path) -> dict[str, Any]:
-    """One seed: embreg (this process) and RecBole (a subprocess) train at the same time."""
-    recipe = load_recipe("sasrec", embreg_overrides(epochs, seed))
-    command = recbole_command(recbole_python, data, work / f"recbole-seed{seed}.json", epochs, seed)
+def run_seed(
+    seed: int, epochs: int, prepared: Any, data: Path, work: Path, recbole_python: Path, device: str = "cpu"
+) -> dict[str, Any]:
+    """One seed: embreg (this process) and RecBole (a subprocess); at the same time on the CPU, one after the other
+    on the GPU."""
+    recipe = load_recipe("sasrec", embreg_overrides(epochs, seed, device))
+    command = recbole_command(recbole_python, data, work / f"recbole-seed{seed}.json", epochs, seed, device)
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     load_before = os.getloadavg()
-    print(f"seed {seed}: training embreg and RecBole side by side", flush=True)
-    peer = subprocess.Popen(command, env=env)  # trains while embreg trains below
-    try:
+    if device == "cuda":
+        print(f"seed {seed}: training embreg, then RecBole, on {device}", flush=True)
         result = run_single(recipe, work / f"embreg-seed{seed}", prepared=prepared)
-    except BaseException:
-        peer.kill()
-        peer.wait()
-        raise
-    if peer.wait() != 0:
-        raise SystemExit(f"RecBole's run failed (exit {peer.returncode}): {' '.join(command)}")
+        torch.cuda.empty_cache()  # hand embreg's cached GPU memory back before RecBole's process starts
+        peer_returncode = subprocess.run(command, env=env).returncode
+    else:
+        print(f"seed {seed}: training embreg and RecBole side by side", flush=True)
+        peer = subprocess.Popen(command, env=env)  # trains while embreg trains below
+        try:
+            result = run_single(recipe, work / f"embreg-seed{seed}", prepared=prepared)
+        except BaseException:
+            peer.kill()
+            peer.wait()
+            raise
+        peer_returncode = peer.wait()
+    if peer_returncode != 0:
+        raise SystemExit(f"RecBole's run failed (exit {peer_returncode}): {' '.join(command)}")
     recbole = json.loads((work / f"recbole-seed{seed}.json").read_text())
     record = {
         "seed": seed,
@@ -122,6 +147,8 @@ def run_seed(seed: int, epochs: int, prepared: Any, data: Path, work: Path, recb
             "test": recbole["test"],
             "train_seconds_per_epoch": recbole["train_seconds_per_epoch"],
             "native_test": recbole.get("recbole_native", {}).get("test"),
+            "device": recbole.get("device"),
+            "device_name": recbole.get("device_name"),
         },
     }
     print(json.dumps(record), flush=True)
@@ -162,20 +189,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=1, help="training seeds 0 .. N-1, per library")
-    parser.add_argument("--recbole-python", default="/work/recbole-venv/bin/python")
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument(
+        "--recbole-python", default="/work/recbole-venv/bin/python", help="a path, or a command on PATH (python3)"
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu", help="both libraries' device (cuda: one after the other)"
+    )
+    parser.add_argument("--out", default=None, help=f"results folder (default {RESULTS}, with cuda {RESULTS_CUDA})")
     args = parser.parse_args()
     if args.seeds < 1 or args.epochs < 1:
         parser.error("need --seeds >= 1 and --epochs >= 1")
-    recbole_python = Path(args.recbole_python)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
+    cuda = args.device == "cuda"
+    found = args.recbole_python if os.sep in args.recbole_python else shutil.which(args.recbole_python)
+    recbole_python = Path(found or args.recbole_python)
     if not recbole_python.exists():
         raise SystemExit(f"{recbole_python} not found: set up RecBole's venv (benchmarks/recbole_peer/README.md)")
-    recipe = load_recipe("sasrec", embreg_overrides(args.epochs))
+    recipe = load_recipe("sasrec", embreg_overrides(args.epochs, device=args.device))
     prepared = recipe.adapter.prepare(recipe)  # the split does not depend on train.seed: shared by every seed
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         _export_atomic(prepared.split, work / "data")
-        runs = [run_seed(s, args.epochs, prepared, work / "data", work, recbole_python) for s in range(args.seeds)]
+        runs = [
+            run_seed(s, args.epochs, prepared, work / "data", work, recbole_python, args.device)
+            for s in range(args.seeds)
+        ]
     version = runs[0].pop("_recbole_version")
     for run in runs[1:]:
         run.pop("_recbole_version")
@@ -185,18 +224,23 @@ def main() -> None:
     p_json = None if math.isnan(p) else p
     ratio = ours["median_seconds_per_epoch"] / theirs["median_seconds_per_epoch"]
     command = f"python benchmarks/sasrec_vs_recbole.py --epochs {args.epochs} --seeds {args.seeds}"
+    machine = {"cpus": os.cpu_count(), "threads": 1, "platform": platform.platform(), "torch": torch.__version__}
+    if cuda:
+        command += " --device cuda"
+        machine |= {"device": "cuda", "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
     record = {
         "command": command,
         "matched": MATCHED
         | {"epochs": args.epochs, "loss": "full softmax cross-entropy", "examples": "prefixes", "seeds": args.seeds},
-        "machine": {"cpus": os.cpu_count(), "threads": 1, "platform": platform.platform(), "torch": torch.__version__},
+        "machine": machine,
+        "order": "one after the other on the GPU: embreg, then RecBole" if cuda else "side by side on the CPU",
         "seeds": runs,
         "embreg": ours | {"best_epoch": [run["embreg"]["best_epoch"] for run in runs]},
         "recbole": theirs | {"version": version, "native_test": runs[0]["recbole"]["native_test"]},
         "ndcg@10_welch_p": p_json,
         "seconds_per_epoch_ratio_embreg_over_recbole": ratio,
     }
-    out = Path(args.out)
+    out = Path(args.out) if args.out else (RESULTS_CUDA if cuda else RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sasrec-vs-recbole.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
@@ -211,17 +255,23 @@ def main() -> None:
     if p_json is not None:
         reading += f" ({n} seeds each; Welch p = {p:.3g} on NDCG@10)"
     seeds_text = "one seed each" if n == 1 else f"{n} seeds each"
+    title = "SASRec: embreg beside RecBole 1.2.1 on the same split" + (f", one GPU ({machine['gpu']})" if cuda else "")
+    digits = 2 if cuda else 1  # GPU epochs take seconds, not minutes
     claims = [
         {
             "claim": "embreg's SASRec full-ranking NDCG@10 is within noise of, or above, RecBole's on the same split "
-            f"and epochs (issue 24; {seeds_text}, {args.epochs} epochs)",
+            f"and epochs (issue 24; {seeds_text}, {args.epochs} epochs{', on the GPU' if cuda else ''})",
             "reading": reading,
             "verdict": quality_verdict(ours_ndcg, theirs_ndcg, p),
             "p": p_json,
         },
         {
-            "claim": "embreg's SASRec seconds per epoch <= RecBole's on the same machine (issue 24; moonshot 0.5x)",
-            "reading": f"median {ours['median_seconds_per_epoch']:.1f} s vs {theirs['median_seconds_per_epoch']:.1f} s "
+            "claim": "embreg's SASRec seconds per epoch <= RecBole's on the same machine (issue 24; moonshot 0.5x)"
+            if not cuda
+            else "embreg's SASRec seconds per epoch <= RecBole's on the same GPU, trained one after the other "
+            "(issue 24)",
+            "reading": f"median {ours['median_seconds_per_epoch']:.{digits}f} s vs "
+            f"{theirs['median_seconds_per_epoch']:.{digits}f} s "
             f"per epoch over {n * args.epochs} epochs each: {ratio:.2f}x",
             "verdict": "reproduced" if ratio <= 1.0 else "not reproduced",
             "p": None,
@@ -229,8 +279,8 @@ def main() -> None:
     ]
     summary = write_benchmark_summary(
         out,
-        "sasrec-vs-recbole",
-        "SASRec: embreg beside RecBole 1.2.1 on the same split",
+        "sasrec-vs-recbole-cuda" if cuda else "sasrec-vs-recbole",
+        title,
         "sse-stochastic-shared-embeddings.txt",
         claims,
         record["machine"],

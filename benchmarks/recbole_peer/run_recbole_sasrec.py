@@ -36,8 +36,15 @@ and ``dataset.py``):
   strictly higher + OTHER items scoring equal; ``ndcg@k``, ``hit@k``, untruncated ``mrr``), and
   ``recbole_native`` (``Trainer.evaluate``: no history exclusion, ``ndcg@10``, ``hit@10``, ``mrr@10``).
 - Training: ``Trainer._train_epoch`` for exactly ``--epochs`` epochs (no validation during training, no early
-  stopping, no checkpoint reload), each epoch timed with ``time.perf_counter``; then valid and test with the final
-  model.
+  stopping, no checkpoint reload), each epoch timed with ``time.perf_counter`` (with ``--device cuda`` between two
+  ``torch.cuda.synchronize`` calls); then valid and test with the final model.
+- Device: ``--device cpu`` (default) or ``cuda`` sets RecBole's ``device``, ``use_gpu`` and ``gpu_id``; RecBole
+  picks CUDA by itself whenever ``gpu_id`` is non-empty and CUDA is available, so a CPU run sets ``gpu_id: ""`` and
+  the script stops if RecBole's device differs from ``--device``.
+
+NumPy 2 and pandas 3: RecBole 1.2.1 was written for NumPy 1 and pandas < 3. ``compat_shims`` (run before RecBole is
+imported) puts back the NumPy aliases it reads and the pandas 2 meaning of ``Series.agg(len)``, each only where it is
+missing, so the ``numpy<2`` set-up of README.md runs unchanged; the JSON lists the shims applied.
 
 Verification (on by default, ``--no-verify`` skips it): after RecBole has built its dataloaders, every example the
 train, valid and test loaders yield is mapped back to the exported tokens (``field2id_token``) and compared, as a
@@ -47,7 +54,7 @@ re-seeded, so verifying does not change the training run.
 
 Example (RecBole's venv):
     TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 /work/recbole-venv/bin/python benchmarks/recbole_peer/run_recbole_sasrec.py \\
-        --data /tmp/ml100k-loo --out /tmp/recbole-sasrec.json --epochs 1 --max-len 50
+        --data /tmp/ml100k-loo --out /tmp/recbole-sasrec.json --epochs 1 --max-len 50 [--device cuda]
 """
 
 from __future__ import annotations
@@ -157,8 +164,11 @@ def recbole_config_dict(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "alias_of_item_id": ["item_id_list"],
         "TIME_FIELD": None,
         "MAX_ITEM_LIST_LENGTH": args.max_len,
-        "device": "cpu",
-        "use_gpu": False,
+        # RecBole's Config sets its device itself: CUDA whenever gpu_id is non-empty and CUDA is available, and it
+        # writes gpu_id to CUDA_VISIBLE_DEVICES; an empty gpu_id is the only way to keep a CPU run on the CPU.
+        "device": args.device,
+        "use_gpu": args.device == "cuda",
+        "gpu_id": os.environ.get("CUDA_VISIBLE_DEVICES", "0") if args.device == "cuda" else "",
         "worker": 0,
         "seed": args.seed,
         "reproducibility": True,
@@ -218,7 +228,9 @@ def verify(loaders: dict[str, Any], dataset: Any, expected: dict[str, list], num
     return {"exact": True, "examples": counts}
 
 
-def embreg_protocol_metrics(model: Any, loader: Any, dataset: Any, histories: dict[str, list[str]], ks: list[int]):
+def embreg_protocol_metrics(
+    model: Any, loader: Any, dataset: Any, histories: dict[str, list[str]], ks: list[int], device: Any
+):
     """Full ranking over every item except the user's whole history (target kept), pessimistic ties."""
     import torch
 
@@ -228,15 +240,20 @@ def embreg_protocol_metrics(model: Any, loader: Any, dataset: Any, histories: di
     model.eval()
     with torch.no_grad():
         for inter, _, _, _ in loader:
+            inter = inter.to(device)
             scores = model.full_sort_predict(inter).view(len(inter), -1).clone()
             scores[:, 0] = -math.inf  # RecBole's padding id is no item
             targets = inter["item_id"]
             rows, cols = [], []
-            for r, u in enumerate(inter["user_id"].tolist()):
-                hist = {item_ids[i] for i in histories[str(users[u])]} - {int(targets[r])}
+            for r, (u, target) in enumerate(zip(inter["user_id"].tolist(), targets.tolist())):
+                hist = {item_ids[i] for i in histories[str(users[u])]} - {target}
                 rows += [r] * len(hist)
                 cols += list(hist)
-            scores[torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)] = -math.inf
+            index = (
+                torch.tensor(rows, dtype=torch.long, device=device),
+                torch.tensor(cols, dtype=torch.long, device=device),
+            )
+            scores[index] = -math.inf
             target_scores = scores.gather(1, targets.view(-1, 1))
             ranks = (scores > target_scores).sum(1) + (scores == target_scores).sum(1) - 1
             for k in ks:
@@ -248,8 +265,64 @@ def embreg_protocol_metrics(model: Any, loader: Any, dataset: Any, histories: di
     return {key: value / n for key, value in sums.items()}
 
 
+def compat_shims() -> list[str]:
+    """Let RecBole 1.2.1 run on NumPy 2 and pandas 3; call before RecBole is imported. Returns the shims applied.
+
+    Each shim is applied only where the old behaviour is missing, so with the ``numpy<2`` / ``pandas<2.3`` recipe
+    (README.md) nothing changes:
+
+    - ``np.float_``, ``np.complex_``, ``np.unicode_`` (removed in NumPy 2.0): RecBole's
+      ``Config.compatibility_settings`` reads all three (to set ``np.float = np.float_`` etc., which its evaluator
+      then uses), so ``Config(...)`` raises ``AttributeError`` without them. Aliased to ``np.float64``,
+      ``np.complex128``, ``np.str_``, what they were.
+    - ``Series.agg(len)``: pandas < 3 applied ``len`` to each element (the length of each ``token_seq`` list); pandas 3
+      calls it on the whole Series (one number). RecBole's ``Dataset._remap`` (and its normalisation and
+      discretisation of sequence fields) split the re-mapped ids at ``np.cumsum(feat[field].agg(len))``, so under
+      pandas 3 ``item_id_list`` fails with "Length of values (1) does not match length of index". ``Series.agg`` is
+      wrapped so that ``agg(len)`` maps ``len`` over the elements again; every other call goes to pandas unchanged.
+    """
+    import numpy as np
+    import pandas as pd
+
+    applied = []
+    for name, value in (("float_", np.float64), ("complex_", np.complex128), ("unicode_", np.str_)):
+        if not hasattr(np, name):
+            setattr(np, name, value)
+            applied.append(f"numpy.{name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas 2.x warns that agg(len) will change
+        elementwise = isinstance(pd.Series([[0, 0]]).agg(len), pd.Series)
+    if not elementwise:
+        pandas_agg = pd.Series.agg
+
+        def agg(self, func=None, axis=0, *args, **kwargs):
+            if func is len and not args and not kwargs:
+                return self.map(len)
+            return pandas_agg(self, func, axis, *args, **kwargs)
+
+        pd.Series.agg = agg
+        applied.append("pandas.Series.agg(len)")
+    if hasattr(pd.errors, "ChainedAssignmentError"):
+        # pandas 3 (copy-on-write) warns that RecBole's ``df[field].fillna(..., inplace=True)`` no longer fills. It
+        # only ever fills missing values, and the exported rows have none (an empty history is never written; the
+        # loader check compares every example), so the warning is silenced rather than RecBole patched.
+        warnings.filterwarnings("ignore", category=pd.errors.ChainedAssignmentError)
+    return applied
+
+
+def synchronize(device: Any) -> None:
+    """Wait for the GPU's queued work, so ``time.perf_counter`` times the work itself (a no-op on the CPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=FutureWarning)  # pandas/torch deprecations inside RecBole 1.2.1
+    shims = compat_shims()  # before RecBole is imported
+    import numpy as np
+    import pandas as pd
     import recbole
     import torch
     from recbole.config import Config
@@ -273,6 +346,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             config = Config(model="SASRec", dataset=args.name, config_dict=config_dict)
         finally:
             sys.argv = argv
+        if config["device"].type != args.device:
+            raise SystemExit(f"RecBole chose device {config['device']}, not --device {args.device} (is CUDA there?)")
+        device = config["device"]
         init_seed(config["seed"], config["reproducibility"])
         dataset = create_dataset(config)
         train_data, valid_data, test_data = data_preparation(config, dataset)
@@ -285,13 +361,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             verification["seconds"] = time.perf_counter() - t0
         train_data.generator.manual_seed(config["seed"])  # as if the loader had not been iterated
         init_seed(config["seed"], config["reproducibility"])
-        model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
+        model = get_model(config["model"])(config, train_data._dataset).to(device)
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
         trainer.eval_collector.data_collect(train_data)
         epoch_seconds, epoch_loss = [], []
         for epoch in range(args.epochs):
+            synchronize(device)
             t0 = time.perf_counter()
             loss = trainer._train_epoch(train_data, epoch, show_progress=False)
+            synchronize(device)  # the last batch's backward and step may still be queued on the GPU
             epoch_seconds.append(time.perf_counter() - t0)
             epoch_loss.append(float(sum(loss) if isinstance(loss, tuple) else loss) / len(train_data))
             print(f"epoch {epoch}: {epoch_seconds[-1]:.1f} s, mean batch loss {epoch_loss[-1]:.4f}", flush=True)
@@ -302,7 +380,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         metrics, native, eval_seconds = {}, {}, {}
         for part, loader in (("valid", valid_data), ("test", test_data)):
             t0 = time.perf_counter()
-            metrics[part] = embreg_protocol_metrics(model, loader, dataset, histories[part], [10])
+            metrics[part] = embreg_protocol_metrics(model, loader, dataset, histories[part], [10], device)
             eval_seconds[part] = time.perf_counter() - t0
             t0 = time.perf_counter()
             native[part] = {k: float(v) for k, v in trainer.evaluate(loader, load_best_model=False).items()}
@@ -318,8 +396,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "recbole_version": recbole.__version__,
         "torch_version": torch.__version__,
         "python": platform.python_version(),
+        "numpy_version": np.__version__,
+        "pandas_version": pd.__version__,
+        "compat_shims": shims,
         "torch_threads": torch.get_num_threads(),
-        "device": "cpu",
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or None,
         "data": str(data),
         "split": json.loads(manifest_path.read_text()) if manifest_path.is_file() else None,
         "args": vars(args),
@@ -363,6 +445,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch.set_num_threads (0: torch's default; match embreg's run)"
     )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="RecBole's device (cuda: one GPU)")
     parser.add_argument("--work-dir", default="", help="where to write RecBole's input (default: a temp folder)")
     parser.add_argument("--keep-work", action="store_true", help="keep the temporary work folder")
     parser.add_argument("--no-verify", action="store_true", help="skip the example-by-example split check")

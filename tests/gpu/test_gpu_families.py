@@ -163,3 +163,14 @@ def test_cuda_training_draws_its_batches_from_pinned_memory(tmp_path: Path, synt
     plain = next(iter(TensorBatches(train, 64, seed=0).epoch(0)))
     assert all(torch.equal(batch[k], plain[k]) for k in plain)  # the same examples, in the same order
     assert math.isfinite(trainer.fit().metrics["val_rmse"])
+
+
+@pytest.mark.parametrize("regularizers", ["[{name: xi-approx}]", "[{name: r-approx}, {name: xi-approx}]"])
+def test_lstm_lm_differentiates_its_backward_pass_on_cuda(regularizers: str, request) -> None:
+    """xi_approx differentiates the backward pass; cuDNN's LSTM cannot, so the model runs without cuDNN there."""
+    built = _built("lstm-lm", [f"train.device={DEVICE}", f"regularizers={regularizers}"], request)
+    trainer = built.trainer(None)
+    assert trainer.model.twice_differentiable
+    trainer.model.train()
+    loss, penalty = trainer._train_step(next(iter(built.batches.epoch(0))), 0)
+    assert math.isfinite(loss) and math.isfinite(penalty)

@@ -1,5 +1,6 @@
 """``run_ranks(worker, world_size, *args)``: runs ``worker(*args)`` in ``world_size`` spawned processes joined by a
-gloo process group (one thread each, as torchrun would start them) and returns each rank's result, in rank order.
+gloo process group (one thread each, as torchrun would start them; CUDA hidden from them, so ``train.device=auto``
+means the CPU) and returns each rank's result, in rank order.
 
 A rank that raises fails the call with its traceback; ranks that hang past ``timeout`` seconds are killed and the
 call fails, so a deadlocked collective cannot stall the test suite.
@@ -42,14 +43,22 @@ def _entry(rank: int, worker: Callable[..., Any], world_size: int, port: int, ou
 
 def run_ranks(worker: Callable[..., Any], world_size: int, *args: Any, timeout: float = 300.0) -> list[Any]:
     """Each rank's ``worker(*args)`` (a module-level function, so that spawned processes can import it)."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the ranks are CPU processes (gloo), also where CUDA exists
     with tempfile.TemporaryDirectory() as out:
-        context = mp.start_processes(
-            _entry,
-            args=(worker, world_size, _free_port(), out, args),
-            nprocs=world_size,
-            join=False,
-            start_method="spawn",
-        )
+        try:
+            context = mp.start_processes(
+                _entry,
+                args=(worker, world_size, _free_port(), out, args),
+                nprocs=world_size,
+                join=False,
+                start_method="spawn",
+            )
+        finally:
+            if hidden is None:
+                del os.environ["CUDA_VISIBLE_DEVICES"]
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = hidden
         deadline = time.monotonic() + timeout
         while not context.join(timeout=1.0):
             if time.monotonic() > deadline:

@@ -97,3 +97,25 @@ def test_bad_construction_errors():
         LSTMLanguageModel(torch.nn.Embedding(5, 4), [torch.nn.LSTM(4, 4)])
     with pytest.raises(EmbregError, match=r"\[0, 1\)"):
         LSTMLanguageModel.build(5, 4, 4, 1, q_output=1.0)
+
+
+def test_twice_differentiable_changes_nothing_on_the_cpu():
+    batch = _batch()
+    plain, twice = _lm(), _lm(twice_differentiable=True)
+    assert torch.equal(plain(batch).predictions, twice(batch).predictions)
+
+
+@pytest.mark.parametrize(("recipe", "twice"), [("lm-dropout-k-xi", True), ("lm-r-approx", True), ("lm-dropout", False)])
+def test_recipes_with_a_regulariser_that_differentiates_the_backward_build_a_twice_differentiable_model(
+    recipe: str, twice: bool
+) -> None:
+    from embreg.errors import DataError
+    from embreg.recipes import load_recipe
+    from embreg.recipes.run import build_run
+
+    loaded = load_recipe(recipe)
+    try:
+        built = build_run(load_recipe(recipe, list(loaded.adapter.smoke_overrides)))
+    except DataError as exc:  # the Wikipedia extract needs gensim (the [nlp] extra)
+        pytest.skip(str(exc))
+    assert built.model.twice_differentiable is twice

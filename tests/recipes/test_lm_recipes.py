@@ -213,7 +213,16 @@ def test_lm_recipes_train_on_a_slice_of_real_text(tmp_path, name, extra):
 @pytest.mark.integration
 def test_lm_cli_resume_matches_an_uninterrupted_run(tmp_path):
     sets = [x for s in QUICK if not s.startswith("train.epochs") for x in ("--set", s)]
-    args = ["run", "lm-dropout", "--set", "regularizers=[{name: r-approx}, {name: xi-approx}]"] + sets
+    # on the CPU: CUDA's atomic-add kernels make a resumed run equal an uninterrupted one only up to rounding
+    args = [
+        "run",
+        "lm-dropout",
+        "--set",
+        "regularizers=[{name: r-approx}, {name: xi-approx}]",
+        "--set",
+        "train.device=cpu",
+    ]
+    args += sets
     assert main(args + ["--out", str(tmp_path / "full"), "--set", "train.epochs=3"]) == 0
     assert main(args + ["--out", str(tmp_path / "part"), "--set", "train.epochs=2"]) == 0
     # a finished run is returned as it is by --resume; without its metrics.json it is an interrupted one, and a

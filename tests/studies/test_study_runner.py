@@ -218,6 +218,7 @@ def _optuna_spec(trials: int = 6) -> StudySpec:
 
 
 def test_optuna_tuning_picks_the_best_trial_and_resumes_exactly(tmp_path, monkeypatch):
+    pytest.importorskip("optuna")
     _fake(monkeypatch)
     spec = _optuna_spec()
     log = tmp_path / "opt.jsonl"

@@ -98,6 +98,24 @@ def test_only_run_trains_under_torchrun(monkeypatch, capsys):
     assert "only 'embreg run' trains data-parallel" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("local_rank", ["1", "3"])
+def test_more_cuda_processes_than_gpus_is_a_clear_error(monkeypatch, local_rank):
+    from embreg.train import distributed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda *_: pytest.fail("set_device must not be reached"))
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **_: pytest.fail("no group may start"))
+    monkeypatch.setattr(distributed, "launched_by_torchrun", lambda: True)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    for device in ("auto", "cuda"):
+        with pytest.raises(ConfigError, match=r"local rank \d on a machine with 1 CUDA device.*train.device=cpu"):
+            with distributed.process_group(device):
+                pass
+
+
 # ------------------------------------------------------------------------------------------- 2 gloo ranks
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -150,6 +168,7 @@ def test_the_torchrun_command_of_the_readme_trains(tmp_path):
     for override in ("data.max_rows=3000", "train.epochs=1", "train.progress=false", "train.threads=1"):
         command += ["--set", override]
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU (gloo) path, also on a machine with fewer GPUs than ranks
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (out / "metrics.json").is_file() and '"world_size": 2' in (out / "metrics.json").read_text()

@@ -55,9 +55,15 @@ class LSTMLayer(nn.Module):
         self.index = index
 
     def forward(
-        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], unroll: bool = False
+        self,
+        x: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor],
+        unroll: bool = False,
+        twice_differentiable: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """``unroll``: run :func:`unrolled_lstm` on the (DropConnect-ed) weights instead of the fused kernel."""
+        """``unroll``: run :func:`unrolled_lstm` on the (DropConnect-ed) weights instead of the fused kernel.
+        ``twice_differentiable``: on CUDA, run the fused kernel without cuDNN, whose LSTM has no double backward
+        (PyTorch's own CUDA LSTM kernels have one); nothing changes on the CPU."""
         rnn = cast(WeightDrop, self.rnns[self.index])  # the model wraps every LSTM in a WeightDrop
         if unroll:
             weights = {**dict(rnn.module.named_parameters()), **rnn.dropped_weights()}
@@ -69,6 +75,9 @@ class LSTMLayer(nn.Module):
                 weights.get("bias_ih_l0"),
                 weights.get("bias_hh_l0"),
             )
+        if twice_differentiable and x.is_cuda:
+            with torch.backends.cudnn.flags(enabled=False):
+                return run_lstm(rnn, x, state)
         return run_lstm(rnn, x, state)
 
     def extra_repr(self) -> str:
@@ -110,7 +119,10 @@ class LSTMLanguageModelStack(LayerStack):
     def run_layer(self, index: int, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         model = self.model
         state = model.window_state(hidden.shape[0])[index - 1]
-        out, _ = model.stack_layers[index - 1](hidden, state, model.unroll and torch.is_grad_enabled())
+        grad = torch.is_grad_enabled()
+        out, _ = model.stack_layers[index - 1](
+            hidden, state, model.unroll and grad, model.twice_differentiable and grad
+        )
         return model.hidden_dropout(out) if index < self.num_layers else out
 
     def predict(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -154,6 +166,9 @@ class LSTMLanguageModel(nn.Module):
             ``nn.LSTM``) instead of the fused kernel. Slower for plain training, but the analytic dropout
             regularisers, which differentiate the backward pass, are much cheaper on its graph (the recipes turn it
             on for them). Evaluation under ``torch.no_grad`` always uses the fused kernel.
+        twice_differentiable: a regulariser differentiates the backward pass through the fused kernel (xi_approx
+            with dropout kept): on CUDA the layers then run without cuDNN, whose LSTM cannot be differentiated
+            twice. No effect on the CPU or when ``unroll`` is on.
         input_transform: ids -> ids module applied to the input ids ``(B, T)`` in training (``None``: none).
         label_transform: ids -> ids module applied to the target ids ``(B, T)`` in :meth:`loss` in training
             (``None``: none).
@@ -189,6 +204,7 @@ class LSTMLanguageModel(nn.Module):
         tie: bool = True,
         learn_init: bool = False,
         unroll: bool = False,
+        twice_differentiable: bool = False,
         input_transform: nn.Module | None = None,
         label_transform: nn.Module | None = None,
     ) -> None:
@@ -228,6 +244,7 @@ class LSTMLanguageModel(nn.Module):
         self.init_c = nn.ParameterList(nn.Parameter(torch.zeros(1, 1, h), requires_grad=learn_init) for h in sizes)
         self._carry: dict = {}
         self.unroll = unroll
+        self.twice_differentiable = twice_differentiable
         self.input_transform = input_transform
         self.label_transform = label_transform
         self._drawn: dict[str, tuple] = {}  # "input"/"target" -> (source ids, step key, transformed ids)
@@ -353,8 +370,9 @@ class LSTMLanguageModel(nn.Module):
         new_state: State = []
         last = len(self.rnns) - 1
         unroll = self.unroll and torch.is_grad_enabled()
+        twice = self.twice_differentiable and torch.is_grad_enabled()
         for layer, block in enumerate(self.stack_layers):
-            out, (h, c) = block(x, state[layer], unroll)
+            out, (h, c) = block(x, state[layer], unroll, twice)
             new_state.append((h, c))
             if layer < last:
                 hidden[f"hidden.{layer}"] = out
@@ -488,8 +506,10 @@ class LSTMLanguageModelConfig:
 )
 def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguageModel:
     """The LSTM LM; without dropout (and unrolled, which the analytic terms differentiate far faster) when a
-    regulariser of the recipe replaces dropout."""
+    regulariser of the recipe replaces dropout, and twice differentiable on CUDA (no cuDNN) when one differentiates
+    the backward pass."""
     replaced = any(spec.entry.extra.get("replaces_dropout") for spec in context.recipe.regularizers)
+    twice = any(spec.entry.extra.get("differentiates_backward") for spec in context.recipe.regularizers)
     q = config.dropout
     probs = dict(q_embedding=q.embedding, q_input=q.input, q_hidden=q.hidden, q_output=q.output, q_weight=q.weight)
     if replaced:
@@ -504,6 +524,7 @@ def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguage
         init_range=config.init_range,
         learn_init=config.learn_init,
         unroll=replaced,
+        twice_differentiable=twice,
         input_transform=context.transforms.get("token"),
         label_transform=context.transforms.get("label"),
         **probs,

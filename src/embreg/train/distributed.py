@@ -105,7 +105,8 @@ def process_group(device: str | torch.device | None = "auto") -> Iterator[Distri
             ``LOCAL_RANK``.
 
     Raises:
-        ConfigError: ``train.device`` names one GPU (``cuda:N``) while several processes would share it.
+        ConfigError: ``train.device`` names one GPU (``cuda:N``) while several processes would share it, or CUDA
+            is chosen and this machine has fewer GPUs than torchrun started processes on it.
     """
     if not launched_by_torchrun() or dist.is_initialized():
         yield current()
@@ -120,7 +121,14 @@ def process_group(device: str | torch.device | None = "auto") -> Iterator[Distri
         )
     use_cuda = resolve_device(spec).type == "cuda"
     if use_cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        local_rank, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
+        if local_rank >= count:
+            raise ConfigError(
+                f"train.device={device!r}: torchrun started local rank {local_rank} on a machine with {count} CUDA "
+                f"device(s), and each process needs a GPU of its own; start at most {count} process(es) per node "
+                "(--nproc_per_node), or set train.device=cpu to train every process on the CPU (gloo)"
+            )
+        torch.cuda.set_device(local_rank)
     dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     try:
         yield current()

@@ -143,6 +143,7 @@ class RApproxConfig:
     "r-approx",
     config=RApproxConfig,
     requires=("dropout_sites",),
+    differentiates_backward=True,
     replaces_dropout=True,
     summary="R_approx: dropout's explicit regulariser as a penalty, model trained without dropout (~3x)",
     reference="dropout-explicit-implicit-regularization.txt, eq. 4.4, eq. 5.1, Alg. 3",

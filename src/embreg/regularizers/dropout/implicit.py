@@ -167,6 +167,7 @@ class XiApproxConfig:
     "xi-approx",
     config=XiApproxConfig,
     requires=("dropout_sites",),
+    differentiates_backward=True,
     summary="xi_approx: dropout's implicit update noise added to the gradient",
     reference="dropout-explicit-implicit-regularization.txt, eq. 4.6, Alg. 2 and 4",
 )

@@ -6,12 +6,13 @@ where it is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.scripts import load_script
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted([*BENCHMARKS.glob("*.py"), *BENCHMARKS.glob("recbole_peer/*.py")])
@@ -21,14 +22,6 @@ OPTIONAL = {  # script -> optional dependencies it imports or needs to build its
     "finetune_cost_profile": ("transformers",),
     "finetune_noise_attenuation": ("transformers",),
 }
-
-
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_there_are_scripts():
@@ -41,7 +34,7 @@ def test_script_imports_and_answers_help(
 ) -> None:
     for dependency in OPTIONAL.get(path.stem, ()):
         pytest.importorskip(dependency)
-    module = _load(path)
+    module = load_script(path)
     main = getattr(module, "main", None)
     assert callable(main), f"{path.name} has no main()"
     monkeypatch.setattr(sys, "argv", [str(path), "--help"])

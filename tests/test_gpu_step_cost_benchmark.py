@@ -5,7 +5,6 @@ The benchmark itself needs CUDA; ``--accelerator cpu`` runs its code paths on th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,16 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_step_cost.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("benchmark_gpu_step_cost", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_interleaved_times_gives_one_value_per_timed_round_and_runs_the_warm_up(bench) -> None:

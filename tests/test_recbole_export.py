@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from embreg.data import RatingsData, leave_one_out
+from tests.helpers.scripts import load_script
 
 EXPORT = Path(__file__).resolve().parents[1] / "benchmarks" / "recbole_peer" / "export.py"
 
 
 def _exporter():
-    spec = importlib.util.spec_from_file_location("recbole_peer_export", EXPORT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXPORT, "recbole_peer_export")
 
 
 def test_the_export_reads_back_as_the_split(tmp_path):

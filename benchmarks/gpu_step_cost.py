@@ -46,7 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from embreg.recipes.run import build_run
 from embreg.recipes.shipped import plainest_recipe
 from embreg.registry import REGISTRY
 from embreg.studies.hub import write_benchmark_summary
+from embreg.train.batches import endless_batches
 from embreg.train.stats import median_interval, target_verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -116,20 +117,13 @@ def paired_ratio(numerator: list[float], denominator: list[float], target: float
     }
 
 
-def _cycle(batches) -> Iterator[dict[str, torch.Tensor]]:
-    epoch = 0
-    while True:
-        yield from batches.epoch(epoch)
-        epoch += 1
-
-
 def trainer_step(recipe_name: str, overrides: list[str], prepared=None) -> tuple[Callable[[], Any], Any, int]:
     """``(one training step, the prepared data, batch size)`` of a recipe built as it trains."""
     recipe = load_recipe(recipe_name, [*overrides, "train.progress=false"])
     built = build_run(recipe, prepared)
     trainer = built.trainer(None)
     trainer.model.train()
-    source = _cycle(trainer.batches)  # pinned on CUDA, as the trainer itself reads them
+    source = endless_batches(trainer.batches)  # pinned on CUDA, as the trainer itself reads them
     return (lambda: trainer._train_step(next(source), 0)), built.prepared, recipe.train.batch_size  # noqa: SLF001
 
 

@@ -104,6 +104,7 @@ def step_costs(
 
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
+    from embreg.train.batches import endless_batches
 
     runs = recipes if isinstance(recipes, dict) else {name: (name, []) for name in recipes}
     threads = torch.get_num_threads()
@@ -116,7 +117,7 @@ def step_costs(
             built = build_run(recipe, prepared)
             prepared = built.prepared  # one task per comparison: the data is shared
             trainers[label] = built.trainer(None)
-            sources[label] = _cycle(built.batches)
+            sources[label] = endless_batches(built.batches)
             sizes[label] = recipe.train.batch_size
         timings: dict[str, list[float]] = {label: [] for label in runs}
         for round_index in range(rounds + 1):
@@ -131,13 +132,6 @@ def step_costs(
     finally:
         torch.set_num_threads(threads)
     return {label: summarize(values)["median"] for label, values in timings.items()}
-
-
-def _cycle(batches):
-    epoch = 0
-    while True:
-        yield from batches.epoch(epoch)
-        epoch += 1
 
 
 def _section(comparison: Comparison, out: Path, metrics: dict[str, list[dict]], costs: dict[str, float]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -167,3 +168,20 @@ class TensorBatches:
             if self.transform is not None:
                 batch = self.transform(batch, generator)
             yield batch
+
+
+def endless_batches(batches: TensorBatches | Any) -> Iterator[Batch]:
+    """Every batch of epoch 0, then of epoch 1, and so on without end: a source of steps for timing a trainer.
+
+    Args:
+        batches: anything with ``epoch(n)`` yielding batches (:class:`TensorBatches`, the LM's BPTT batches).
+
+    Example:
+        >>> source = endless_batches(TensorBatches({"x": torch.arange(3)}, batch_size=2, seed=0))
+        >>> [len(next(source)["x"]) for _ in range(3)]
+        [2, 1, 2]
+    """
+    epoch = 0
+    while True:
+        yield from batches.epoch(epoch)
+        epoch += 1

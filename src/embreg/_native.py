@@ -2,8 +2,10 @@
 
 A kernel is one C++ source compiled with ``torch.utils.cpp_extension`` the first time it is needed (about a
 minute; needs a C++ compiler and ninja) into ``$EMBREG_KERNEL_DIR`` (default ``~/.cache/embreg/kernels``), one
-directory per source, flags, torch and Python version (and CPU, for kernels built for the host's instruction
-set), and loaded from there afterwards. Each kernel has an environment variable that chooses the backend:
+directory per source, shared headers (``embreg/_csrc``), flags, torch and Python version (and CPU, for kernels
+built for the host's instruction set), and loaded from there afterwards. Every function a kernel binds is wrapped
+by ``EMBREG_GUARDED`` (``_csrc/embreg_errors.h``), so a failed check reaches Python as a ``RuntimeError`` on
+every host. Each kernel has an environment variable that chooses the backend:
 
 * ``auto`` (default): use the kernel when it builds; otherwise warn once and use the tensor ops;
 * ``off``: always use the tensor ops;
@@ -30,9 +32,11 @@ import torch
 from embreg._locking import hold_lock
 from embreg.errors import EmbregError
 
-__all__ = ["NativeKernel", "kernel_dir"]
+__all__ = ["NativeKernel", "SHARED_HEADERS", "kernel_dir"]
 
 _MODES = ("auto", "off", "on")
+# Headers every kernel may include (e.g. ``embreg_errors.h``); their text enters every kernel's cache key.
+SHARED_HEADERS = Path(__file__).with_name("_csrc")
 _log = logging.getLogger(__name__)
 
 
@@ -130,6 +134,7 @@ class NativeKernel:
 
         flags = self.flags()
         key = self.source.read_bytes() + " ".join(flags).encode() + torch.__version__.encode() + sys.version.encode()
+        key += b"".join(header.read_bytes() for header in sorted(SHARED_HEADERS.glob("*.h")))
         if self.native_isa:
             key += _cpu_signature().encode()
         name = f"{self.name}_{hashlib.sha256(key).hexdigest()[:12]}"
@@ -150,5 +155,6 @@ class NativeKernel:
                 build_directory=str(build_dir),
                 extra_cflags=["-O3", *flags],
                 extra_ldflags=_openmp_flags(),
+                extra_include_paths=[str(SHARED_HEADERS)],
                 verbose=False,
             )

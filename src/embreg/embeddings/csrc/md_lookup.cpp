@@ -28,6 +28,8 @@
 
 #include <torch/extension.h>
 
+#include "embreg_errors.h"
+
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
@@ -639,7 +641,6 @@ std::optional<at::Tensor> md_lookup(const at::Tensor& ids, const std::optional<a
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-
-  m.def("lookup", &md_lookup, "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
-  m.def("tables_supported", &tables_supported, "whether the node can serve these flat parameters");
+  m.def("lookup", EMBREG_GUARDED(md_lookup), "mixed-dimension lookup as one autograd node (see md_lookup.cpp)");
+  m.def("tables_supported", EMBREG_GUARDED(tables_supported), "whether the node can serve these flat parameters");
 }

@@ -28,6 +28,8 @@
 #include <ATen/Parallel.h>
 #include <torch/extension.h>
 
+#include "embreg_errors.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -291,5 +293,5 @@ double mf_step(const at::Tensor& users, const at::Tensor& items, const at::Tenso
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("mf_step", &mf_step, "one fused biased-MF training step on sparse tables (see mf_step.cpp)");
+  m.def("mf_step", EMBREG_GUARDED(mf_step), "one fused biased-MF training step on sparse tables (see mf_step.cpp)");
 }

@@ -22,6 +22,8 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "embreg_errors.h"
+
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -223,9 +225,9 @@ at::Tensor sse_graph(const at::Tensor& ids, const at::Tensor& indptr, const at::
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "embreg: fused CPU samplers for SSE-SE (eq. 5) and SSE-Graph (eq. 3)";
-  m.def("sse_se", &sse_se, "SSE-SE on CPU ids", pybind11::arg("ids"), pybind11::arg("num_embeddings"),
+  m.def("sse_se", EMBREG_GUARDED(sse_se), "SSE-SE on CPU ids", pybind11::arg("ids"), pybind11::arg("num_embeddings"),
         pybind11::arg("p"), pybind11::arg("generator") = pybind11::none());
-  m.def("sse_graph", &sse_graph, "SSE-Graph on CPU ids", pybind11::arg("ids"), pybind11::arg("indptr"),
+  m.def("sse_graph", EMBREG_GUARDED(sse_graph), "SSE-Graph on CPU ids", pybind11::arg("ids"), pybind11::arg("indptr"),
         pybind11::arg("indices"), pybind11::arg("p"), pybind11::arg("rho"),
         pybind11::arg("generator") = pybind11::none());
 }

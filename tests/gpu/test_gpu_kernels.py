@@ -1,7 +1,8 @@
 """SSE's samplers and MD's lookup on CUDA: the same laws (SSE, eqs. 3 and 5) and the same values (MD) as on the CPU.
 
-On CUDA the SSE modules and ``sse_se`` / ``sse_graph`` take the tensor-op samplers (the C++ kernel is CPU only) with
-a CUDA generator; MD's layer takes the tensor-op lookup. Marked ``gpu``: skipped without CUDA (tests/conftest.py).
+On CUDA, SSE-SE (``sse_se``, ``SSE``, ``LabelSSE``) takes the one-launch Triton sampler when Triton imports and the
+tensor ops under ``EMBREG_SSE_KERNEL=off``; SSE-Graph takes the tensor ops; MD's layer takes the tensor-op lookup.
+Marked ``gpu``: skipped without CUDA (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import torch
 from embreg.embeddings import MixedDimensionEmbedding
 from embreg.sse import SSE, LabelSSE, NeighbourGraph, SSEGraph
 from embreg.sse import functional as F
+from embreg.sse._cuda_sampler import cuda_sampler
+from embreg.sse._validation import check_ids_range
 from tests.helpers.sse_helpers import (
     FULL_HUB_EDGES,
     HUB_AND_ISOLATED_EDGES,
@@ -106,3 +109,62 @@ def test_md_lookup_on_cuda_equals_the_cpu_lookup_values_and_gradients(sparse: bo
         if g_cpu.is_sparse:
             g_cpu, g_gpu = g_cpu.to_dense(), g_gpu.to_dense()
         torch.testing.assert_close(g_gpu, g_cpu, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("backend", ["auto", "off"])
+def test_sse_module_on_cuda_follows_eq5_with_either_backend(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", backend)
+    num_ids, p = 8, 0.3
+    ids = torch.arange(num_ids, device=DEVICE).repeat(DRAWS // num_ids)
+    out = SSE(num_ids, p=p, seed=21).to(DEVICE).train()(ids)
+    tv = row_total_variation(empirical_transitions(ids.cpu(), out.cpu(), num_ids), se_matrix(num_ids, p))
+    assert float(tv.max()) < 0.01
+
+
+def test_cuda_ids_take_the_triton_sampler_and_off_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    ids = torch.randint(0, 100, (64,), device=DEVICE)
+    assert cuda_sampler(ids) is not None
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", "off")
+    assert cuda_sampler(ids) is None
+
+
+def test_the_triton_sampler_draws_without_a_host_sync() -> None:
+    pytest.importorskip("triton")
+    ids = torch.randint(1, 1000, (4096,), device=DEVICE)
+    generator = _generator(1)
+    label_sse = LabelSSE(1000, p=0.1, ignore_index=0, seed=1).to(DEVICE).train()
+    label_sse.generator(DEVICE)
+    F._sample_se(ids, 1000, 0.1, generator)  # compile outside the checked region
+    label_sse.sample(ids)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        swapped = F._sample_se(ids, 1000, 0.1, generator)
+        labels = label_sse.sample(ids)
+        with pytest.raises(RuntimeError, match="synchroniz"):  # the mode does catch a sync: the range check's
+            check_ids_range(ids, 1000)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert swapped.shape == labels.shape == ids.shape and swapped.device == labels.device == ids.device
+    assert (swapped != ids).any() and (labels != ids).any()
+
+
+def test_label_sse_with_a_padding_class_on_cuda_never_draws_it() -> None:
+    labels = torch.arange(6, device=DEVICE).repeat(60_000)
+    out = LabelSSE(6, p=1.0, ignore_index=0, seed=6).to(DEVICE).train()(labels)
+    real = labels != 0
+    assert torch.equal(out[~real], labels[~real])
+    assert not (out[real] == 0).any() and not (out[real] == labels[real]).any()
+    counts = torch.bincount(out[labels == 3].cpu(), minlength=6).double()
+    expected = 60_000 / 4
+    assert all(abs(counts[k] - expected) < 5 * math.sqrt(expected) for k in (1, 2, 4, 5))
+
+
+def test_sse_resumes_its_cuda_stream_from_a_state_dict() -> None:
+    ids = torch.randint(0, 500, (8192,), device=DEVICE)
+    first = SSE(500, p=0.3, seed=5).to(DEVICE).train()
+    first(ids)
+    resumed = SSE(500, p=0.3, seed=99).to(DEVICE).train()
+    resumed.load_state_dict(first.state_dict())
+    assert torch.equal(resumed(ids), first(ids))

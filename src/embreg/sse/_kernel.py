@@ -10,8 +10,9 @@ cached by :class:`embreg._native.NativeKernel` (compiled once into ``$EMBREG_KER
 * ``off``: always use the tensor-op samplers (e.g. to reproduce a stream drawn with them);
 * ``on``: use the kernel and raise if it cannot be built.
 
-Both backends draw from the same laws (eq. 3 and 5) but not the same random streams. CUDA ids always take the
-tensor-op samplers.
+Both backends draw from the same laws (eq. 3 and 5) but not the same random streams. On CUDA the same variable
+chooses between the Triton sampler of SSE-SE (:mod:`embreg.sse._cuda_sampler`) and the tensor ops; SSE-Graph on
+CUDA always takes the tensor ops.
 
 Example:
     >>> kernel = fused_kernel()          # the compiled module, or None

@@ -15,9 +15,11 @@ Bernoulli process, so at the usual p = 0.01 about one random number is drawn
 per hundred ids; everything after that works on the swapped ids only.
 
 Backends: CPU ids go through the fused C++ kernel of :mod:`embreg.sse._kernel`
-(one pass, no per-op overhead) when it is available, and through the tensor-op
-samplers below otherwise and on CUDA. ``EMBREG_SSE_KERNEL=off`` forces the
-tensor ops. The laws are the same; the random streams differ.
+(one pass, no per-op overhead) when it is available; SSE-SE on CUDA ids goes
+through the one-launch Triton kernel of :mod:`embreg.sse._cuda_sampler` when
+Triton imports; everything else takes the tensor-op samplers below.
+``EMBREG_SSE_KERNEL=off`` forces the tensor ops. The laws are the same; the
+random streams differ.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import torch
 
 from embreg.errors import EmbregError
+from embreg.sse._cuda_sampler import cuda_sampler, sse_se_cuda
 from embreg.sse._kernel import fused_kernel, with_range_error
 from embreg.sse._validation import (
     check_ids_dtype,
@@ -46,6 +49,8 @@ _GAP_BATCH_SLACK_SD = 6.0
 # Up to this many ids, one fused pass over all ids (a handful of tensor ops) beats the geometric-gap path, whose
 # fixed cost of small ops dominates a training step's mini-batch (measured: 1024 ids, ~3x less time per call).
 _DENSE_PATH_MAX_IDS = 1 << 15
+# The CUDA kernel numbers positions in 32 bits (its Philox counter word).
+_CUDA_KERNEL_MAX_IDS = 1 << 31
 
 
 def sse_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -227,11 +232,19 @@ def _cpu_kernel(ids: torch.Tensor, generator: torch.Generator | None):
     return fused_kernel()
 
 
+def _cuda_kernel(ids: torch.Tensor):
+    """The Triton sampler for non-empty CUDA ids when it is the backend, else None (it counts ids in 32 bits)."""
+    return cuda_sampler(ids) if 0 < ids.numel() < _CUDA_KERNEL_MAX_IDS else None
+
+
 def _sample_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Generator | None) -> torch.Tensor:
     """Unchecked core of :func:`sse_se`."""
     kernel = _cpu_kernel(ids, generator)
     if kernel is not None:
         return kernel.sse_se(ids, num_embeddings, p, generator)
+    cuda = _cuda_kernel(ids)
+    if cuda is not None:
+        return sse_se_cuda(cuda, ids, num_embeddings, p, generator)
     if ids.numel() <= _DENSE_PATH_MAX_IDS:
         return _sample_se_dense(ids, num_embeddings, p, generator)
     out = _fresh_flat_copy(ids)

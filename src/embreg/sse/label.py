@@ -10,9 +10,10 @@ import torch
 
 from embreg.errors import EmbregError
 from embreg.registry import register
+from embreg.sse._cuda_sampler import sse_se_cuda
 from embreg.sse._validation import check_ids_dtype, check_ids_range, check_probability
 from embreg.sse.base import IndexTransform, recipe_seed
-from embreg.sse.functional import _sample_se
+from embreg.sse.functional import _cuda_kernel, _sample_se
 
 
 class LabelSSE(IndexTransform):
@@ -76,9 +77,13 @@ class LabelSSE(IndexTransform):
 
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
         """Swap each non-ignored target with probability p (eq. 5), keeping ignore_index positions."""
-        keep = ids == self.ignore_index
         generator = self.generator(ids.device)
         padding = self.ignore_index
+        cuda = _cuda_kernel(ids)
+        if cuda is not None:  # one launch: the keep mask and the excluded padding class are in the kernel
+            excluded = padding if 0 <= padding < self.num_embeddings else None
+            return sse_se_cuda(cuda, ids, self.num_embeddings, self.p, generator, keep_value=padding, excluded=excluded)
+        keep = ids == self.ignore_index
         if 0 <= padding < self.num_embeddings:
             # drop the padding class from the index set, swap in the compact set of N - 1 classes, map back
             compact = torch.where(keep, 0, ids - (ids > padding).to(ids.dtype))

@@ -14,7 +14,9 @@ Three readings (``--parts``):
   model and parameters; SSE at p = 0 returns the ids untouched, so the ratio is the cost of the swaps,
   sse-stochastic-shared-embeddings.txt eq. 5), and SSE-PT against SASRec of SSE-PT's hidden width (d = 100), the
   reading of ``benchmarks/sasrec_step_cost.py``; the MF and BPR pairs again at ``--sse-batch-sizes`` (a step's fixed
-  cost against the swaps' fixed cost). Target: <= 1.05x.
+  cost against the swaps' fixed cost). The SSE recipe runs twice, with the library's CUDA backend (the Triton
+  sampler where Triton imports) and with the tensor-op samplers (``EMBREG_SSE_KERNEL=off`` during its steps), so
+  one run reads both backends against the same baseline. Target: <= 1.05x.
 * ``md``: on the GPU, an MD layer (mixed-dimension-embeddings.txt Alg. 1 sizes from SYNTHETIC Zipf counts, k
   equal-mass blocks, base dimension D) against ``projected@p``, one N x p table projected to D with
   p = round(MD parameters / (N + D)) (the same parameter budget and the same output: the drop-in alternative a
@@ -30,7 +32,8 @@ bootstrap 95% interval (:func:`embreg.train.stats.median_interval`) and the verd
     python benchmarks/gpu_step_cost.py --random-encoder ~/.cache/embreg/models/all-minilm-l6-v2
 
 writes ``docs/results/gpu-step-cost/gpu-step-cost.json``, its ``summary.json`` and ``table.md``; the page
-``docs/results/gpu-step-cost/README.md`` reads them. Needs CUDA (``--accelerator cpu`` runs every part on the CPU
+``docs/results/gpu-step-cost/README.md`` reads them. ``--update`` keeps the parts of the stored record that this run
+does not measure; each part records the command and machine that measured it (``runs``). Needs CUDA (``--accelerator cpu`` runs every part on the CPU
 as a quick check of the script itself, into a folder of your choice).
 """
 
@@ -58,6 +61,8 @@ from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
 from embreg.recipes.shipped import plainest_recipe
 from embreg.registry import REGISTRY
+from embreg.sse._cuda_sampler import cuda_sampler
+from embreg.sse._kernel import backend_name
 from embreg.studies.hub import write_benchmark_summary
 from embreg.train.batches import endless_batches
 from embreg.train.stats import median_interval, target_verdict
@@ -188,19 +193,52 @@ def sse_pairs(batch_sizes: list[int]) -> dict[str, tuple[str, list[str], str, li
     return pairs
 
 
+def with_environment(step: Callable[[], Any], name: str, value: str) -> Callable[[], Any]:
+    """``step`` run with the environment variable ``name`` set to ``value`` (restored afterwards)."""
+
+    def run() -> Any:
+        previous = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            return step()
+        finally:
+            if previous is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = previous
+
+    return run
+
+
+def sse_backend(accelerator: torch.device) -> str:
+    """The SSE-SE backend the accelerator's ids take here: ``triton``, ``c++`` (CPU) or ``tensor ops``."""
+    if accelerator.type == "cpu":
+        return "c++" if backend_name() == "cpp" else "tensor ops"
+    ids = torch.zeros(1, dtype=torch.long, device=accelerator)
+    return "triton" if cuda_sampler(ids) is not None else "tensor ops"
+
+
 def sse_costs(accelerator: torch.device, rounds: int, steps: int, batch_sizes: list[int]) -> dict:
-    """SSE recipes against their p = 0 (or SASRec) baselines on the accelerator, fp32."""
+    """SSE recipes (the library's backend, and the tensor ops) against their p = 0 (or SASRec) baselines, fp32."""
     device = [f"train.device={accelerator}", "train.precision=fp32", "train.threads=1"]
     out = {}
     for label, (recipe, overrides, base, base_overrides) in sse_pairs(batch_sizes).items():
         with_sse, prepared, batch = trainer_step(recipe, device + overrides)
+        tensor_ops, _, _ = trainer_step(recipe, device + overrides, prepared)
         baseline, _, _ = trainer_step(base, device + base_overrides, prepared)
         print(f"sse: {label}", flush=True)
-        times = interleaved_times({"sse": (with_sse, accelerator), "base": (baseline, accelerator)}, rounds, steps)
+        runs = {
+            "sse": (with_sse, accelerator),
+            "sse tensor ops": (with_environment(tensor_ops, "EMBREG_SSE_KERNEL", "off"), accelerator),
+            "base": (baseline, accelerator),
+        }
+        times = interleaved_times(runs, rounds, steps)
         out[label] = {
             "batch_size": batch,
+            "backend": sse_backend(accelerator),
             "median_ms": {k: 1e3 * statistics.median(t) for k, t in times.items()},
             "ratio": paired_ratio(times["sse"], times["base"], SSE_TARGET),
+            "tensor_ops_ratio": paired_ratio(times["sse tensor ops"], times["base"], SSE_TARGET),
             "times_s": times,
         }
     return out
@@ -274,8 +312,9 @@ def table(record: dict) -> str:
     acc = record["machine"]["accelerator_type"]
     lines = []
     if "families" in record:
+        families_machine = record.get("runs", {}).get("families", record)["machine"]
         lines += [
-            f"| family (recipe, batch) | CPU fp32, {record['machine']['cpu_threads']} threads (ms) | {acc} fp32 (ms) "
+            f"| family (recipe, batch) | CPU fp32, {families_machine['cpu_threads']} threads (ms) | {acc} fp32 (ms) "
             f"| {acc} bf16 (ms) | CPU / {acc} fp32 | {acc} fp32 / bf16 |",
             "|---|---|---|---|---|---|",
         ]
@@ -292,14 +331,20 @@ def table(record: dict) -> str:
         lines.append("")
     if "sse" in record:
         lines += [
-            "| SSE step / baseline step (fp32) | batch | SSE (ms) | baseline (ms) | ratio [95% CI] | target | verdict |",
-            "|---|---|---|---|---|---|---|",
+            "| SSE step / baseline step (fp32) | batch | backend | SSE (ms) | baseline (ms) | ratio [95% CI] | target "
+            "| verdict | SSE with tensor ops (ms) | tensor ops / baseline |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for label, r in record["sse"].items():
-            ratio = r["ratio"]
+            ratio, ms = r["ratio"], r["median_ms"]
+            tensor_ops = r.get("tensor_ops_ratio")
             lines.append(
-                f"| {label} | {r['batch_size']} | {r['median_ms']['sse']:.2f} | {r['median_ms']['base']:.2f} "
-                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} |"
+                f"| {label} | {r['batch_size']} | {r.get('backend', 'tensor ops')} | {ms['sse']:.2f} | {ms['base']:.2f} "
+                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} "
+                f"| {ms['sse tensor ops']:.2f} | {_ratio_cell(tensor_ops)} |"
+                if tensor_ops
+                else f"| {label} | {r['batch_size']} | tensor ops | {ms['sse']:.2f} | {ms['base']:.2f} "
+                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} | | |"
             )
         lines.append("")
     if "md" in record:
@@ -375,6 +420,9 @@ def main() -> None:
     parser.add_argument("--accelerator", default="cuda", help="cuda (default) or cpu: a quick check of the script")
     parser.add_argument("--out", default=str(RESULTS), help="results folder (default: %(default)s)")
     parser.add_argument("--summary-only", action="store_true", help="rebuild summary.json from the stored record")
+    parser.add_argument(
+        "--update", action="store_true", help="keep the stored record's parts this run does not measure"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     if args.summary_only:
@@ -386,7 +434,7 @@ def main() -> None:
     if accelerator.type == "cuda":
         accelerator = torch.device("cuda", accelerator.index or 0)
     torch.set_num_threads(args.cpu_threads)
-    record: dict[str, Any] = {
+    run = {
         "command": " ".join(["python benchmarks/gpu_step_cost.py", *sys.argv[1:]]),
         "machine": {
             "gpu": torch.cuda.get_device_name(accelerator) if accelerator.type == "cuda" else None,
@@ -400,6 +448,12 @@ def main() -> None:
         "rounds": args.rounds,
         "steps_per_round": args.steps,
     }
+    stored = out / "gpu-step-cost.json"
+    record: dict[str, Any] = json.loads(stored.read_text()) if args.update and stored.exists() else {}
+    earlier = {key: record[key] for key in run if key in record}  # a record written before ``runs`` existed
+    runs = record.get("runs") or {part: earlier for part in ("families", "sse", "md") if part in record}
+    record.update(run)
+    record["runs"] = {**runs, **dict.fromkeys(args.parts, run)}
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         encoder = random_encoder_checkpoint(args.random_encoder, Path(tmp)) if args.random_encoder else None

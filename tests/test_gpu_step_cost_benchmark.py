@@ -6,6 +6,7 @@ The benchmark itself needs CUDA; ``--accelerator cpu`` runs its code paths on th
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,23 +67,68 @@ def test_a_skipped_family_is_a_row_of_the_table_with_its_reason(bench) -> None:
     assert "| lstm-lm (lm-dropout) | skipped: needs gensim |" in bench.table(record)
 
 
-def test_the_md_part_runs_on_the_cpu_and_writes_its_record_and_summary(
-    bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    argv = [str(SCRIPT), "--accelerator", "cpu", "--parts", "md", "--md-rows", "2000", "--md-dim", "8"]
-    argv += ["--md-batch", "64", "--rounds", "1", "--steps", "1", "--cpu-threads", "1", "--out", str(tmp_path)]
+def _run_md_part_on_the_cpu(bench, out: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> dict:
+    """``main()`` of a tiny MD part on the CPU into ``out``; returns the record it wrote."""
+    argv = [str(SCRIPT), "--accelerator", "cpu", "--parts", "md", "--md-rows", "2000", "--md-dim", "8", *extra]
+    argv += ["--md-batch", "64", "--rounds", "1", "--steps", "1", "--cpu-threads", "1", "--out", str(out)]
     monkeypatch.setattr(sys, "argv", argv)
     threads = torch.get_num_threads()
     try:
         bench.main()
     finally:
         torch.set_num_threads(threads)
-    record = json.loads((tmp_path / "gpu-step-cost.json").read_text())
+    return json.loads((out / "gpu-step-cost.json").read_text())
+
+
+def test_the_md_part_runs_on_the_cpu_and_writes_its_record_and_summary(
+    bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = _run_md_part_on_the_cpu(bench, tmp_path, monkeypatch)
     assert [(r["rows"], r["sparse"]) for r in record["md"]] == [(2000, False), (2000, True)]
     assert record["machine"]["gpu"] is None
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["kind"] == "benchmark" and len(summary["claims"]) == 2
     assert "MD / projected" in (tmp_path / "table.md").read_text()
+
+
+def test_with_environment_sets_the_variable_for_the_step_only(bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", "auto")
+    seen = []
+    step = bench.with_environment(lambda: seen.append(os.environ["EMBREG_SSE_KERNEL"]), "EMBREG_SSE_KERNEL", "off")
+    step()
+    assert seen == ["off"] and os.environ["EMBREG_SSE_KERNEL"] == "auto"
+    monkeypatch.delenv("EMBREG_SSE_KERNEL")
+    step()
+    assert "EMBREG_SSE_KERNEL" not in os.environ
+
+
+def test_the_sse_table_shows_both_backends(bench) -> None:
+    ratio = {"median": 1.02, "low": 1.0, "high": 1.04, "target": 1.05, "verdict": "met"}
+    slow = {"median": 1.12, "low": 1.1, "high": 1.15, "target": 1.05, "verdict": "missed"}
+    record = {
+        "machine": {"accelerator_type": "cuda", "cpu_threads": 4},
+        "sse": {
+            "MF": {
+                "batch_size": 512,
+                "backend": "triton",
+                "ratio": ratio,
+                "tensor_ops_ratio": slow,
+                "median_ms": {"sse": 3.06, "sse tensor ops": 3.36, "base": 3.0},
+            },  # fmt: skip
+        },
+    }
+    assert "| MF | 512 | triton | 3.06 | 3.00 | 1.02x [1.00, 1.04] | <= 1.05 | met | 3.36 | 1.12x [1.10, 1.15] |" in (
+        bench.table(record)
+    )
+
+
+def test_update_keeps_the_parts_it_does_not_measure(bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    earlier = {"command": "earlier", "machine": {"accelerator_type": "cuda", "cpu_threads": 16}, "families": {}}
+    (tmp_path / "gpu-step-cost.json").write_text(json.dumps(earlier))
+    record = _run_md_part_on_the_cpu(bench, tmp_path, monkeypatch, "--update")
+    assert "families" in record and len(record["md"]) == 2
+    assert record["runs"]["families"]["command"] == "earlier"
+    assert "--update" in record["runs"]["md"]["command"] and record["runs"]["md"]["machine"]["gpu"] is None
 
 
 def test_asking_for_cuda_without_it_is_a_clear_error(bench, monkeypatch: pytest.MonkeyPatch) -> None:

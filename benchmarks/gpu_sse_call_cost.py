@@ -61,19 +61,7 @@ def microseconds(call: Callable[[], Any], calls: int = 3000, warm_up: int = 100)
 
 def with_tensor_ops(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` with ``EMBREG_SSE_KERNEL=off`` (the tensor-op samplers) while it runs."""
-
-    def run() -> Any:
-        previous = os.environ.get("EMBREG_SSE_KERNEL")
-        os.environ["EMBREG_SSE_KERNEL"] = "off"
-        try:
-            return call()
-        finally:
-            if previous is None:
-                del os.environ["EMBREG_SSE_KERNEL"]
-            else:
-                os.environ["EMBREG_SSE_KERNEL"] = previous
-
-    return run
+    return bench.with_environment(call, "EMBREG_SSE_KERNEL", "off")
 
 
 def without_range_check(step: Callable[[], Any]) -> Callable[[], Any]:

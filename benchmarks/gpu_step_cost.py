@@ -33,8 +33,9 @@ bootstrap 95% interval (:func:`embreg.train.stats.median_interval`) and the verd
 
 writes ``docs/results/gpu-step-cost/gpu-step-cost.json``, its ``summary.json`` and ``table.md``; the page
 ``docs/results/gpu-step-cost/README.md`` reads them. ``--update`` keeps the parts of the stored record that this run
-does not measure; each part records the command and machine that measured it (``runs``). Needs CUDA (``--accelerator cpu`` runs every part on the CPU
-as a quick check of the script itself, into a folder of your choice).
+does not measure; each part records the command and machine that measured it (``runs``). Needs CUDA
+(``--accelerator cpu`` runs every part on the CPU as a quick check of the script itself, into a folder of your
+choice).
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ def sse_backend(accelerator: torch.device) -> str:
 def sse_costs(accelerator: torch.device, rounds: int, steps: int, batch_sizes: list[int]) -> dict:
     """SSE recipes (the library's backend, and the tensor ops) against their p = 0 (or SASRec) baselines, fp32."""
     device = [f"train.device={accelerator}", "train.precision=fp32", "train.threads=1"]
+    backend = sse_backend(accelerator)
     out = {}
     for label, (recipe, overrides, base, base_overrides) in sse_pairs(batch_sizes).items():
         with_sse, prepared, batch = trainer_step(recipe, device + overrides)
@@ -235,7 +237,7 @@ def sse_costs(accelerator: torch.device, rounds: int, steps: int, batch_sizes: l
         times = interleaved_times(runs, rounds, steps)
         out[label] = {
             "batch_size": batch,
-            "backend": sse_backend(accelerator),
+            "backend": backend,
             "median_ms": {k: 1e3 * statistics.median(t) for k, t in times.items()},
             "ratio": paired_ratio(times["sse"], times["base"], SSE_TARGET),
             "tensor_ops_ratio": paired_ratio(times["sse tensor ops"], times["base"], SSE_TARGET),
@@ -336,15 +338,12 @@ def table(record: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for label, r in record["sse"].items():
-            ratio, ms = r["ratio"], r["median_ms"]
-            tensor_ops = r.get("tensor_ops_ratio")
+            ratio, ms, tensor_ops = r["ratio"], r["median_ms"], r.get("tensor_ops_ratio")
+            # a record written before the tensor-op variant existed has no backend and no last two cells
+            tail = f"{ms['sse tensor ops']:.2f} | {_ratio_cell(tensor_ops)}" if tensor_ops else "|"
             lines.append(
                 f"| {label} | {r['batch_size']} | {r.get('backend', 'tensor ops')} | {ms['sse']:.2f} | {ms['base']:.2f} "
-                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} "
-                f"| {ms['sse tensor ops']:.2f} | {_ratio_cell(tensor_ops)} |"
-                if tensor_ops
-                else f"| {label} | {r['batch_size']} | tensor ops | {ms['sse']:.2f} | {ms['base']:.2f} "
-                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} | | |"
+                f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} | {tail} |"
             )
         lines.append("")
     if "md" in record:

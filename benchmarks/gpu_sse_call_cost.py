@@ -14,7 +14,7 @@ product, so a host sync there waits for GPU work in flight):
 * an :class:`~embreg.sse.SSE` module's call at p = 0 (the check alone) and at p = 0.01 with either backend.
 
 Steps: the MF and BPR pairs of ``benchmarks/gpu_step_cost.py`` (SSE-SE on users and items against the same
-recipe at p = 0), each also with every transform's range check replaced by a no-op during its steps, interleaved
+recipe at p = 0) with the transforms called in the forward pass (``train.index_transforms_on=device``), each also with every transform's range check replaced by a no-op during its steps, interleaved
 in 20 timed rounds of 5 steps (that script's timing and ratios).
 
     python benchmarks/gpu_sse_call_cost.py --out docs/results/gpu-step-cost/sse-calls.json
@@ -114,7 +114,13 @@ def call_costs(device: torch.device) -> dict[str, float]:
 
 def step_costs(device: torch.device) -> dict[str, Any]:
     """MF and BPR: SSE / p = 0 with the range check as it is, and with it a no-op in both variants."""
-    overrides = [f"train.device={device}", "train.precision=fp32", "train.threads=1"]
+    # the transforms inside the forward pass, on CUDA ids (the path whose calls are timed above)
+    overrides = [
+        f"train.device={device}",
+        "train.precision=fp32",
+        "train.threads=1",
+        "train.index_transforms_on=device",
+    ]
     out = {}
     for label in STEP_PAIRS:
         recipe, sse_overrides, base, base_overrides = bench.SSE_PAIRS[label]

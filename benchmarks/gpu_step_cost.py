@@ -14,9 +14,10 @@ Three readings (``--parts``):
   model and parameters; SSE at p = 0 returns the ids untouched, so the ratio is the cost of the swaps,
   sse-stochastic-shared-embeddings.txt eq. 5), and SSE-PT against SASRec of SSE-PT's hidden width (d = 100), the
   reading of ``benchmarks/sasrec_step_cost.py``; the MF and BPR pairs again at ``--sse-batch-sizes`` (a step's fixed
-  cost against the swaps' fixed cost). The SSE recipe runs twice, with the library's CUDA backend (the Triton
-  sampler where Triton imports) and with the tensor-op samplers (``EMBREG_SSE_KERNEL=off`` during its steps), so
-  one run reads both backends against the same baseline. Target: <= 1.05x.
+  cost against the swaps' fixed cost). Each pair runs twice: as the trainer runs it by default on CUDA (the
+  swaps drawn on the CPU batch before its copy, :mod:`embreg.train.host_draws`), and with the transforms called
+  inside the forward pass on CUDA ids (``train.index_transforms_on=device``: the Triton sampler where Triton
+  imports), so one run reads both placements, each against its own p = 0 baseline. Target: <= 1.05x.
 * ``md``: on the GPU, an MD layer (mixed-dimension-embeddings.txt Alg. 1 sizes from SYNTHETIC Zipf counts, k
   equal-mass blocks, base dimension D) against ``projected@p``, one N x p table projected to D with
   p = round(MD parameters / (N + D)) (the same parameter budget and the same output: the drop-in alternative a
@@ -125,12 +126,21 @@ def paired_ratio(numerator: list[float], denominator: list[float], target: float
 
 def trainer_step(recipe_name: str, overrides: list[str], prepared=None) -> tuple[Callable[[], Any], Any, int]:
     """``(one training step, the prepared data, batch size)`` of a recipe built as it trains."""
+    step, prepared, batch_size, _ = built_trainer_step(recipe_name, overrides, prepared)
+    return step, prepared, batch_size
+
+
+def built_trainer_step(
+    recipe_name: str, overrides: list[str], prepared=None
+) -> tuple[Callable[[], Any], Any, int, Any]:
+    """:func:`trainer_step` and the trainer it steps."""
     recipe = load_recipe(recipe_name, [*overrides, "train.progress=false"])
     built = build_run(recipe, prepared)
     trainer = built.trainer(None)
     trainer.model.train()
     source = endless_batches(trainer.batches)  # pinned on CUDA, as the trainer itself reads them
-    return (lambda: trainer._train_step(next(source), 0)), built.prepared, recipe.train.batch_size  # noqa: SLF001
+    step = lambda: trainer._train_step(next(source), 0)  # noqa: E731, SLF001
+    return step, built.prepared, recipe.train.batch_size, trainer
 
 
 def random_encoder_checkpoint(config_dir: Path, out_dir: Path) -> Path:
@@ -220,27 +230,32 @@ def sse_backend(accelerator: torch.device) -> str:
 
 
 def sse_costs(accelerator: torch.device, rounds: int, steps: int, batch_sizes: list[int]) -> dict:
-    """SSE recipes (the library's backend, and the tensor ops) against their p = 0 (or SASRec) baselines, fp32."""
+    """SSE recipes against their p = 0 (or SASRec) baselines, fp32: as the trainer places the draws by default, and
+    with the transforms in the forward pass (each placement against its own baseline)."""
     device = [f"train.device={accelerator}", "train.precision=fp32", "train.threads=1"]
+    in_forward = ["train.index_transforms_on=device"]
     backend = sse_backend(accelerator)
     out = {}
     for label, (recipe, overrides, base, base_overrides) in sse_pairs(batch_sizes).items():
-        with_sse, prepared, batch = trainer_step(recipe, device + overrides)
-        tensor_ops, _, _ = trainer_step(recipe, device + overrides, prepared)
+        with_sse, prepared, batch, trainer = built_trainer_step(recipe, device + overrides)
         baseline, _, _ = trainer_step(base, device + base_overrides, prepared)
+        forward_sse, _, _ = trainer_step(recipe, device + overrides + in_forward, prepared)
+        forward_base, _, _ = trainer_step(base, device + base_overrides + in_forward, prepared)
         print(f"sse: {label}", flush=True)
         runs = {
             "sse": (with_sse, accelerator),
-            "sse tensor ops": (with_environment(tensor_ops, "EMBREG_SSE_KERNEL", "off"), accelerator),
             "base": (baseline, accelerator),
+            "sse in forward": (forward_sse, accelerator),
+            "base in forward": (forward_base, accelerator),
         }
         times = interleaved_times(runs, rounds, steps)
         out[label] = {
             "batch_size": batch,
+            "draws": "host" if trainer._host_draws is not None else "in forward",  # noqa: SLF001
             "backend": backend,
             "median_ms": {k: 1e3 * statistics.median(t) for k, t in times.items()},
             "ratio": paired_ratio(times["sse"], times["base"], SSE_TARGET),
-            "tensor_ops_ratio": paired_ratio(times["sse tensor ops"], times["base"], SSE_TARGET),
+            "in_forward_ratio": paired_ratio(times["sse in forward"], times["base in forward"], SSE_TARGET),
             "times_s": times,
         }
     return out
@@ -333,16 +348,19 @@ def table(record: dict) -> str:
         lines.append("")
     if "sse" in record:
         lines += [
-            "| SSE step / baseline step (fp32) | batch | backend | SSE (ms) | baseline (ms) | ratio [95% CI] | target "
-            "| verdict | SSE with tensor ops (ms) | tensor ops / baseline |",
+            "| SSE step / baseline step (fp32) | batch | draws | SSE (ms) | baseline (ms) | ratio [95% CI] | target "
+            "| verdict | in forward: SSE / baseline (ms) | in forward: ratio (backend) |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for label, r in record["sse"].items():
-            ratio, ms, tensor_ops = r["ratio"], r["median_ms"], r.get("tensor_ops_ratio")
-            # a record written before the tensor-op variant existed has no backend and no last two cells
-            tail = f"{ms['sse tensor ops']:.2f} | {_ratio_cell(tensor_ops)}" if tensor_ops else "|"
+            ratio, ms, forward = r["ratio"], r["median_ms"], r.get("in_forward_ratio")
+            tail = (
+                f"{ms['sse in forward']:.2f} / {ms['base in forward']:.2f} | {_ratio_cell(forward)} ({r['backend']})"
+                if forward
+                else "|"  # a record of the placement in the forward pass alone
+            )
             lines.append(
-                f"| {label} | {r['batch_size']} | {r.get('backend', 'tensor ops')} | {ms['sse']:.2f} | {ms['base']:.2f} "
+                f"| {label} | {r['batch_size']} | {r.get('draws', 'in forward')} | {ms['sse']:.2f} | {ms['base']:.2f} "
                 f"| {_ratio_cell(ratio)} | <= {ratio['target']} | {ratio['verdict']} | {tail} |"
             )
         lines.append("")

@@ -102,7 +102,7 @@ def test_with_environment_sets_the_variable_for_the_step_only(bench, monkeypatch
     assert "EMBREG_SSE_KERNEL" not in os.environ
 
 
-def test_the_sse_table_shows_both_backends(bench) -> None:
+def test_the_sse_table_shows_both_placements_of_the_draws(bench) -> None:
     ratio = {"median": 1.02, "low": 1.0, "high": 1.04, "target": 1.05, "verdict": "met"}
     slow = {"median": 1.12, "low": 1.1, "high": 1.15, "target": 1.05, "verdict": "missed"}
     record = {
@@ -110,16 +110,21 @@ def test_the_sse_table_shows_both_backends(bench) -> None:
         "sse": {
             "MF": {
                 "batch_size": 512,
+                "draws": "host",
                 "backend": "triton",
                 "ratio": ratio,
-                "tensor_ops_ratio": slow,
-                "median_ms": {"sse": 3.06, "sse tensor ops": 3.36, "base": 3.0},
+                "in_forward_ratio": slow,
+                "median_ms": {"sse": 3.06, "base": 3.0, "sse in forward": 3.36, "base in forward": 3.0},
             },  # fmt: skip
+            "older": {"batch_size": 512, "ratio": slow, "median_ms": {"sse": 3.36, "base": 3.0}},
         },
     }
-    assert "| MF | 512 | triton | 3.06 | 3.00 | 1.02x [1.00, 1.04] | <= 1.05 | met | 3.36 | 1.12x [1.10, 1.15] |" in (
-        bench.table(record)
+    table = bench.table(record)
+    assert (
+        "| MF | 512 | host | 3.06 | 3.00 | 1.02x [1.00, 1.04] | <= 1.05 | met | 3.36 / 3.00 | 1.12x [1.10, 1.15] (triton) |"
+        in table
     )
+    assert "| older | 512 | in forward | 3.36 | 3.00 | 1.12x [1.10, 1.15] | <= 1.05 | missed | | |" in table
 
 
 def test_update_keeps_the_parts_it_does_not_measure(bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,8 @@ shipped recipe, shrunk by its task's ``smoke_overrides`` (one place: :class:`emb
 on a small slice of the real data, and trained for a few steps with the trainer's own step. The loss must be
 finite, every gradient finite and the embedding tables reached, the parameters must move, and a stochastic
 technique must change the trajectory. A pairing whose requirements are not met must be refused when the recipe is
-loaded, with the missing capability named. Runs are pinned to the CPU (``train.device=cpu``), so the random
+loaded, with the missing capability named. An index transform also trains with its draws made on the batch before
+the step (``train.index_transforms_on=host``, as on a GPU) and must give the very same run. Runs are pinned to the CPU (``train.device=cpu``), so the random
 streams the assertions rely on are the CPU's wherever CUDA is present; tests/gpu covers the families on CUDA.
 """
 
@@ -201,6 +202,7 @@ class Trained:
     before: dict[str, torch.Tensor]
     after: dict[str, torch.Tensor]
     tables: list[str]
+    drawn_on_host: bool
 
 
 def _dense(grad: torch.Tensor) -> torch.Tensor:
@@ -223,7 +225,8 @@ def _train(recipe_name: str, overrides: list[str]) -> Trained:
         grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
         after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
         tables = [f"{name}.{p}" if name else p for name, m in embedding_modules(model) for p, _ in m.named_parameters()]
-        return Trained(losses, grads, before, after, [t for t in tables if t in grads])
+        drawn_on_host = trainer._host_draws is not None
+        return Trained(losses, grads, before, after, [t for t in tables if t in grads], drawn_on_host)
     finally:
         torch.set_num_threads(threads)
 
@@ -264,6 +267,12 @@ def test_technique_on_model(case: Case, models_offline: None) -> None:
         assert same, "the standard objective must reproduce the base run"
     elif (case.slot, case.name) not in IDENTITY_AT_DEFAULTS:
         assert not same, f"{case.id} at its defaults left training exactly as without it"
+    if case.slot == "index_transform":
+        # drawn on the CPU batch before the step (as on a GPU, embreg.train.host_draws): the very same swaps
+        host = _train(recipe_name, [*overrides, "train.index_transforms_on=host"])
+        assert host.drawn_on_host and not run.drawn_on_host
+        assert host.losses == run.losses
+        assert all(torch.equal(host.after[n], run.after[n]) for n in run.after)
 
 
 # ---------------------------------------------------------------------------------------------- entry metadata

@@ -66,6 +66,10 @@ class BPR(UserItemModel):
         bias = zero_table(num_items) if item_bias else None
         return cls(normal_table(num_users, dim, init_std), normal_table(num_items, dim, init_std), bias, **kwargs)
 
+    def transform_sites(self) -> list[tuple[str, nn.Module]]:
+        """``user``, ``pos`` and ``neg`` ids with their transforms, in :meth:`forward`'s order."""
+        return [("user", self.user_transform), ("pos", self.item_transform), ("neg", self.item_transform)]
+
     def _item_terms(self, items: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         vectors = self.item_embedding(items)
         if self.item_bias is None:

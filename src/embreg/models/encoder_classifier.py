@@ -23,6 +23,7 @@ from torch import nn
 from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.registry import register
 
 __all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
@@ -161,7 +162,7 @@ class EncoderClassifier(nn.Module):
         """``token_transform`` on the word pieces of ``(B, T)`` ids, in training only (SSE on input embeddings,
         sse-stochastic-shared-embeddings.txt, Sec. 4.3); ``[CLS]`` (position 0), the last attended token
         (``[SEP]``) and padding keep their ids."""
-        if self.token_transform is None or not self.training:
+        if self.token_transform is None or not self.training or is_passed_through(self.token_transform):
             return input_ids
         swapped = self.token_transform(input_ids)
         keep = torch.zeros_like(input_ids, dtype=torch.bool)
@@ -171,6 +172,18 @@ class EncoderClassifier(nn.Module):
             last = attention_mask[:, : input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
             keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
         return torch.where(keep, input_ids, swapped)
+
+    def index_transforms(self) -> list[nn.Module]:
+        """The token transform, if set (:mod:`embreg.models.transform_sites`)."""
+        return present_transforms([self.token_transform])
+
+    def draw_index_transforms(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` (trimmed as :meth:`forward` trims it) with ``input_ids`` as this training step swaps them, on
+        the batch's device (:mod:`embreg.models.transform_sites`)."""
+        drawn = dict(trim_padding(batch))
+        if "input_ids" in drawn:
+            drawn["input_ids"] = self.swap_tokens(drawn["input_ids"], drawn.get("attention_mask"))
+        return drawn
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         batch = trim_padding(batch)

@@ -24,6 +24,7 @@ from embreg.models.lstm_precision import run_lstm
 from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
 from embreg.models.step_key import step_key
+from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
 from embreg.nn.layer_stack import LayerStack, check_layer_index
 from embreg.registry import register
@@ -332,7 +333,7 @@ class LSTMLanguageModel(nn.Module):
     def _step_ids(self, batch: dict[str, torch.Tensor], key: str, transform: nn.Module | None) -> torch.Tensor:
         """``transform(batch[key])``, drawn once per step in training (see the class docstring)."""
         ids = batch[key]
-        if transform is None:
+        if transform is None or is_passed_through(transform):
             return ids
         if not self.training:
             return transform(ids)  # identity in eval (the index-transform contract); still checks the ids
@@ -347,6 +348,19 @@ class LSTMLanguageModel(nn.Module):
     def step_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The target ids ``(B, T)`` the loss uses this step: ``batch["target"]`` after the label transform."""
         return self._step_ids(batch, "target", self.label_transform)
+
+    def index_transforms(self) -> list[nn.Module]:
+        """The input and label transforms that are set (:mod:`embreg.models.transform_sites`)."""
+        return present_transforms([self.input_transform, self.label_transform])
+
+    def draw_index_transforms(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with ``input`` and ``target`` as this training step draws them, on the batch's device
+        (:mod:`embreg.models.transform_sites`)."""
+        drawn = dict(batch)
+        drawn["input"] = self._step_ids(batch, "input", self.input_transform)
+        if "target" in batch:
+            drawn["target"] = self._step_ids(batch, "target", self.label_transform)
+        return drawn
 
     # ---------------------------------------------------------------------------------------------- forward
     def forward_sequence(self, tokens: torch.Tensor, state: State | None = None) -> tuple[ModelOutput, State]:

@@ -18,6 +18,7 @@ from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.mlp import mlp
 from embreg.models.output import ModelOutput
+from embreg.models.transform_sites import KeyedTransforms
 from embreg.models.user_item import user_item_tables
 from embreg.nn.layer_stack import SequentialSlice, SequentialStack, linear_block_bounds
 from embreg.registry import register
@@ -69,7 +70,7 @@ class NeuMFLayer(nn.Module):
         return f"gmf_dim={self.gmf_dim}, first={self.first}, mlp_offset={self.mlp_offset}"
 
 
-class NCF(nn.Module):
+class NCF(KeyedTransforms, nn.Module):
     """NeuMF-style rating model: ``r_hat = mu + w^T [u * v ; MLP([u ; v])] + b``, squared loss.
 
     By default the GMF branch and the MLP branch read the *same* user and item vectors (one table each, so
@@ -151,6 +152,10 @@ class NCF(nn.Module):
         self.user_transform = user_transform if user_transform is not None else nn.Identity()
         self.item_transform = item_transform if item_transform is not None else nn.Identity()
         self.register_buffer("global_mean", torch.tensor(float(global_mean)))
+
+    def transform_sites(self) -> list[tuple[str, nn.Module]]:
+        """``user`` and ``item`` ids with their transforms (:mod:`embreg.models.transform_sites`)."""
+        return [("user", self.user_transform), ("item", self.item_transform)]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Predicted ratings (B,) for ``batch["user"]``, ``batch["item"]`` (both (B,))."""

@@ -25,6 +25,7 @@ from torch import nn
 from embreg.errors import ConfigError, DataError
 from embreg.models.output import ModelOutput
 from embreg.models.step_key import step_key
+from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.registry import register
 
 __all__ = ["SASRec", "SASRecBlock", "SASRecConfig", "build_sasrec"]
@@ -243,7 +244,7 @@ class SASRec(nn.Module):
     def _step_ids(self, batch: dict[str, torch.Tensor], key: str, transform: nn.Module | None) -> torch.Tensor:
         """``batch[key]`` with ``transform`` applied to its non-PAD entries, in training, drawn once per step."""
         ids = batch[key]
-        if transform is None or not self.training:
+        if transform is None or not self.training or is_passed_through(transform):
             return ids
         step = step_key(batch, self)
         cached = self._drawn.get(key)
@@ -261,6 +262,21 @@ class SASRec(nn.Module):
     def step_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The target ids ``(B, L)`` the loss uses this step: ``batch["target"]`` after the label transform."""
         return self._step_ids(batch, "target", self.label_transform)
+
+    def index_transforms(self) -> list[nn.Module]:
+        """The item, user and label transforms that are set (:mod:`embreg.models.transform_sites`)."""
+        return present_transforms([self.item_transform, self.user_transform, self.label_transform])
+
+    def draw_index_transforms(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with ``input``, ``user`` (SSE-PT) and ``target`` as this training step draws them, on the
+        batch's device (:mod:`embreg.models.transform_sites`)."""
+        drawn = dict(batch)
+        drawn["input"] = self._step_ids(batch, "input", self.item_transform)
+        if self.user_embedding is not None and "user" in batch:
+            drawn["user"] = self._step_ids(batch, "user", self.user_transform)
+        if "target" in batch:
+            drawn["target"] = self._step_ids(batch, "target", self.label_transform)
+        return drawn
 
     # ---------------------------------------------------------------------------------------------- forward
     def _check_items(self, items: torch.Tensor) -> None:

@@ -9,9 +9,10 @@ from torch import nn
 
 from embreg.embeddings.tables import TableRequest
 from embreg.errors import ConfigError
+from embreg.models.transform_sites import KeyedTransforms
 
 
-class UserItemModel(nn.Module):
+class UserItemModel(KeyedTransforms, nn.Module):
     """Base of user-item models: holds the index transforms (e.g. SSE), vector dropout and the L2 weight.
 
     Args:
@@ -38,6 +39,10 @@ class UserItemModel(nn.Module):
         self.item_transform = item_transform if item_transform is not None else nn.Identity()
         self.vector_dropout = nn.Dropout(dropout)
         self.l2 = l2
+
+    def transform_sites(self) -> list[tuple[str, nn.Module]]:
+        """``user`` and ``item`` ids with their transforms (:mod:`embreg.models.transform_sites`)."""
+        return [("user", self.user_transform), ("item", self.item_transform)]
 
     def embedding_parameter_count(self) -> int:
         """Parameters of the user and item tables (the vectors; bias tables are not counted), as the

@@ -178,6 +178,9 @@ class TrainConfig:
         fused_step: train with the model's fused step, one C++ call for forward, loss, backward and update
             (``mf`` with sparse tables and ``sparse-adam`` or ``sgd``: :mod:`embreg.models.mf_fused_step`); the same
             step as autograd's up to float rounding. A model or setting that cannot take it is a clear error.
+        index_transforms_on: where the index transforms (SSE) draw in training: ``auto`` (on the CPU batch before
+            its copy when training on CUDA, inside the forward pass otherwise), ``host`` or ``device``
+            (:mod:`embreg.train.host_draws`). The law of the swaps is the same; only the cost differs.
         progress: show a progress bar.
         log_to: experiment loggers fed with every epoch record and the final metrics (:mod:`embreg.train.loggers`):
             ``tensorboard`` (``<run_dir>/tensorboard/``), ``csv`` (``<run_dir>/metrics.csv``), ``wandb``.
@@ -202,6 +205,7 @@ class TrainConfig:
     device: str = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     fused_step: bool = False
+    index_transforms_on: Literal["auto", "host", "device"] = "auto"
     progress: bool = True
     log_to: list[str] = field(default_factory=list)
 

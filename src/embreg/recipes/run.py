@@ -110,6 +110,7 @@ class BuiltRun:
             device=t.device,
             precision=t.precision,
             fused_step=t.fused_step,
+            index_transforms_on=t.index_transforms_on,
             **self.recipe.adapter.trainer_options(self.recipe),
         )
 

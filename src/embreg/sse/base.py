@@ -67,6 +67,9 @@ class IndexTransform(nn.Module, abc.ABC):
         self.seed: int = _draw_seed() if seed is None else _check_seed(seed)
         self._generator: torch.Generator | None = None
         self._pending_state: dict[str, Any] | None = None
+        self.passthrough: bool = False
+        """When True, ``forward`` hands every ids tensor back untouched and unchecked: the ids were already drawn
+        by this module where the batch was built (:mod:`embreg.train.host_draws`)."""
 
     # ------------------------------------------------------------------ public API
     @property
@@ -87,6 +90,8 @@ class IndexTransform(nn.Module, abc.ABC):
         Returns:
             Tensor of the same shape, dtype and device.
         """
+        if self.passthrough:
+            return ids
         if self.training and self._p != 0.0 and isinstance(ids, torch.Tensor) and ids.device.type == "cpu":
             fused = self._fused_sample(ids)
             if fused is not None:

@@ -31,6 +31,7 @@ from embreg.train.distributed import (
     distributed_model,
     gather_to_main,
 )
+from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import rank_seed, seed_everything
@@ -111,6 +112,9 @@ class Trainer:
             update in one call, e.g. :mod:`embreg.models.mf_fused_step`) instead of autograd; it computes the same
             step, so it takes no objective other than the standard one, no regularisers, no clipping, fp32 on the
             CPU in one process. Where the model's kernel cannot be built the autograd step runs (after a warning).
+        index_transforms_on: where the model's index transforms (SSE) draw in training (:mod:`embreg.train.host_draws`):
+            ``"auto"`` (on the CPU batch before its copy when training on CUDA, where the model allows it; else in the
+            forward pass), ``"host"`` or ``"device"``. The swaps' law is the same either way.
         distributed: the data-parallel process group's view (``None``: the running one, see
             :mod:`embreg.train.distributed`). With more than one process the steps run through
             DistributedDataParallel on this process's shard of the batches (``batches.sharded``), rank 0 alone
@@ -155,6 +159,7 @@ class Trainer:
         precision: str = "fp32",
         distributed: DistributedEnv | None = None,
         fused_step: bool = False,
+        index_transforms_on: str = "auto",
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be >= 1")
@@ -188,6 +193,9 @@ class Trainer:
         self.objective = objective
         self.clip_norm = clip_norm
         self._fused = self._fused_step(model) if fused_step else None
+        self._host_draws = plan_host_draws(model, self.device, index_transforms_on, fused_step=fused_step)
+        if self._host_draws is not None:
+            self._host_draws.keep_on_host()
         # The training steps go through DDP's wrapper (gradients averaged over ranks); evaluation, regularisers'
         # StepContext and checkpoints use the model itself, whose parameters the wrapper shares.
         self._step_model = distributed_model(model, self.device) if self.dist.active else model
@@ -307,7 +315,15 @@ class Trainer:
         return record
 
     def _train_step(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
-        batch = move_batch(batch, self.device)
+        draws = self._host_draws
+        if draws is None:
+            return self._step_on_device(move_batch(batch, self.device), epoch)
+        batch = move_batch(draws.draw(batch), self.device)
+        with draws.passed_through():
+            return self._step_on_device(batch, epoch)
+
+    def _step_on_device(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
+        """One optimizer step on a batch already on the training device."""
         if self._fused is not None:
             fused_loss = self._fused(batch)
             if not math.isfinite(fused_loss):

@@ -8,11 +8,13 @@ and ``z ~ N(0, sigma^2 I)`` (or uniform on ``[-sigma, sigma]``),
 the symmetric KL divergence of the two predicted class distributions (squared error for regression). Gradients
 flow into both predictions.
 
-Cost: one extra forward and backward through all layers: about 2x a plain step.
+Cost: one extra forward and backward through all layers: about 2x a plain step. Under bf16/fp16 autocast both
+predictions are computed again in float32 (:mod:`embreg.regularizers.noise_precision`), one pass more.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +27,7 @@ from embreg.regularizers._checks import check_number
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
 from embreg.regularizers.layer_stack import DropoutReplay, layer_stack
+from embreg.regularizers.noise_precision import float32_passes
 
 __all__ = ["R3F"]
 
@@ -84,16 +87,22 @@ class R3F:
         if self.weight == 0.0:
             return ctx.output.predictions.new_zeros(())
         stack = layer_stack(ctx.model)
-        x = stack.clean_states(ctx.output)[0]
-        noisy_input = x + self.sample_noise(x)
-        if self.replay_dropout and ctx.model.training:
-            if not self._replay.attached:
-                raise ConfigError("R3F(replay_dropout=True) needs prepare(model) before training")
-            with self._replay.replaying(x):
-                noisy = stack.predict(stack.run(noisy_input, ctx.batch, 1)[-1], ctx.batch)
-        else:
-            noisy = stack.predict(stack.run(noisy_input, ctx.batch, 1)[-1], ctx.batch)
-        return self.weight * prediction_divergence(noisy, ctx.output.predictions, self.divergence)
+        x, clean = stack.clean_states(ctx.output)[0], ctx.output.predictions
+        replay = self.replay_dropout and ctx.model.training
+        if replay and not self._replay.attached:
+            raise ConfigError("R3F(replay_dropout=True) needs prepare(model) before training")
+
+        def predict(inputs: torch.Tensor) -> torch.Tensor:
+            with self._replay.replaying(x) if replay else contextlib.nullcontext():
+                return stack.predict(stack.run(inputs, ctx.batch, 1)[-1], ctx.batch)
+
+        with float32_passes(x) as recompute:
+            if recompute:  # under autocast the noise is below the precision: both passes in float32
+                x32 = x.float()
+                clean, noisy = predict(x32), predict(x32 + self.sample_noise(x32))
+            else:
+                noisy = predict(x + self.sample_noise(x))
+        return self.weight * prediction_divergence(noisy, clean, self.divergence)
 
 
 @dataclass

@@ -17,7 +17,8 @@ parameters (momentum ``bregman_momentum``), keeping each update close to where t
 
 Cost: per ascent step one forward and backward (input gradients only) through the layers, then one forward and
 backward for the penalty: about 3x a plain step with ``steps=1``; the Bregman term adds one forward without
-gradients.
+gradients. Under bf16/fp16 autocast the clean prediction is computed again in float32 and every pass of the
+adversarial term runs in float32 (:mod:`embreg.regularizers.noise_precision`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from embreg.regularizers._checks import check_number, check_positive_int
 from embreg.regularizers.base import StepContext
 from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
 from embreg.regularizers.layer_stack import DropoutReplay, LayerStack, layer_stack
+from embreg.regularizers.noise_precision import float32_passes
 
 __all__ = ["SMART", "project_to_ball", "normalize_per_token"]
 
@@ -169,10 +171,16 @@ class SMART:
         x, clean = stack.clean_states(ctx.output)[0], ctx.output.predictions
         total = clean.new_zeros((), dtype=torch.float32)
         if self.weight > 0:
-            delta = self.perturbation(stack, x, clean, ctx.batch, ctx.model.training)
-            self.last_delta = delta
-            adversarial = self._predict(stack, x + delta, ctx.batch, ctx.model.training, x)
-            total = total + self.weight * prediction_divergence(adversarial, clean, self.divergence)
+            training = ctx.model.training
+            with float32_passes(x) as recompute:
+                inputs, reference = x, clean
+                if recompute:  # under autocast delta is below the precision: every pass of the term in float32
+                    inputs = x.float()
+                    reference = self._predict(stack, inputs, ctx.batch, training, x)
+                delta = self.perturbation(stack, inputs, reference, ctx.batch, training)
+                self.last_delta = delta
+                adversarial = self._predict(stack, inputs + delta, ctx.batch, training, x)
+                total = total + self.weight * prediction_divergence(adversarial, reference, self.divergence)
         if self.bregman_weight > 0:
             total = total + self.bregman_weight * self._bregman(ctx, clean)
         return total

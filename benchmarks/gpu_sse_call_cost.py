@@ -11,7 +11,9 @@ product, so a host sync there waits for GPU work in flight):
 * :func:`embreg.sse._cuda_sampler.philox_counter` (the generator's offset, read and advanced on the host) and
   :func:`~embreg.sse._cuda_sampler.launch_sse_se` (the Triton launch);
 * the sampler core ``_sample_se`` with the Triton kernel and with the tensor ops (``EMBREG_SSE_KERNEL=off``);
-* an :class:`~embreg.sse.SSE` module's call at p = 0 (the check alone) and at p = 0.01 with either backend.
+* an :class:`~embreg.sse.SSE` module's call at p = 0 (the check alone) and at p = 0.01 with either backend;
+* the same module on the pinned CPU copy of the ids (where the trainer draws on CUDA, :mod:`embreg.train.host_draws`):
+  at p = 0, at p = 0.01 with the result pinned, and with the pinned result then copied to the GPU.
 
 Steps: the MF and BPR pairs of ``benchmarks/gpu_step_cost.py`` (SSE-SE on users and items against the same
 recipe at p = 0) with the transforms called in the forward pass (``train.index_transforms_on=device``), each also with every transform's range check replaced by a no-op during its steps, interleaved
@@ -97,6 +99,14 @@ def call_costs(device: torch.device) -> dict[str, float]:
         "module p=0 (check only)": microseconds(lambda: identity(ids)),
         "module p=0.01 triton": microseconds(lambda: module(ids)),
     }
+    # the trainer's default on CUDA (embreg.train.host_draws): the same module call on the pinned CPU batch
+    host_ids = ids.cpu().pin_memory()
+    on_host, on_host_identity = SSE(1000, p=0.01, seed=0).train(), SSE(1000, p=0.0, seed=0).train()
+    costs["host: module p=0 (CPU ids, check only)"] = microseconds(lambda: on_host_identity(host_ids))
+    costs["host: module p=0.01 (CPU ids) + pin_memory"] = microseconds(lambda: on_host(host_ids).pin_memory())
+    costs["host: the same + copy to the GPU"] = microseconds(
+        lambda: on_host(host_ids).pin_memory().to(device, non_blocking=True)
+    )
     big = torch.randn(4096, 4096, device=device)
 
     def busy(call: Callable[[], Any]) -> Callable[[], Any]:

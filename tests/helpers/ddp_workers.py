@@ -129,3 +129,36 @@ def unused_parameter_error() -> str:
     except TrainingError as error:
         return str(error)
     return "no error"
+
+
+def non_finite_loss_on_one_rank() -> str:
+    """Rank 1's loss turns NaN at its second step; returns the error this rank raises ("no error" if none)."""
+    import torch.distributed as dist
+
+    from embreg.errors import TrainingError
+    from embreg.models import BiasedMF
+    from embreg.train.batches import TensorBatches
+    from embreg.train.evaluation import RatingEvaluator
+    from embreg.train.optim import optimizer_factory
+    from embreg.train.trainer import Trainer
+
+    class NaNOnRankOne:
+        def penalty(self, ctx):
+            return torch.tensor(float("nan") if dist.get_rank() == 1 and ctx.step == 1 else 0.0)
+
+    data = {"user": torch.arange(64) % 8, "item": torch.arange(64) % 5, "rating": torch.ones(64)}
+    trainer = Trainer(
+        BiasedMF.build(8, 5, 4, global_mean=3.0),
+        optimizer_factory("sgd", 0.1),
+        TensorBatches(data, 8),
+        RatingEvaluator({"valid": data}),
+        epochs=1,
+        progress=False,
+        test_split=None,
+        regularizers=[NaNOnRankOne()],
+    )
+    try:
+        trainer.fit()
+    except TrainingError as error:
+        return str(error)
+    return "no error"

@@ -178,3 +178,10 @@ def test_the_torchrun_command_of_the_readme_trains(tmp_path):
 def test_a_parameter_without_gradient_is_named_under_ddp():
     messages = run_ranks(ddp_workers.unused_parameter_error, 2)
     assert all("these got none: ['orphan']" in m and "requires_grad_(False)" in m for m in messages), messages
+
+
+def test_a_non_finite_loss_on_one_rank_stops_every_rank_with_a_clear_error():
+    messages = run_ranks(ddp_workers.non_finite_loss_on_one_rank, 2, timeout=120)
+    assert messages[1].startswith("loss became nan") and "on rank 1 at epoch 0, step 1" in messages[1], messages
+    assert messages[0].startswith("the loss of rank 1 became non-finite (this rank's: "), messages
+    assert all("at epoch 0, step 1" in m for m in messages)

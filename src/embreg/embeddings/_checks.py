@@ -98,7 +98,7 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
         raise EmbregError(f"{name} must have an integer dtype, got {ids.dtype}")
     if ids.numel() == 0:
         return
-    low, high = int(ids.min()), int(ids.max())
+    low, high = torch.stack(torch.aminmax(ids)).tolist()  # one pass, one read-back (one host sync on a GPU)
     if low < 0 or high >= num_embeddings:
         bad = low if low < 0 else high
         raise EmbregError(f"{name} holds the id {bad}; valid ids are in [0, {num_embeddings - 1}]")

@@ -65,8 +65,7 @@ def check_ids_range(ids: torch.Tensor, num_embeddings: int, allowed: int | None 
     """
     if ids.numel() == 0:
         return
-    lo_t, hi_t = torch.aminmax(ids)
-    lo, hi = int(lo_t), int(hi_t)
+    lo, hi = torch.stack(torch.aminmax(ids)).tolist()  # one read-back (one host sync on a GPU)
     if lo >= 0 and hi < num_embeddings:
         return
     bad = (ids < 0) | (ids >= num_embeddings)

@@ -52,6 +52,7 @@ __all__ = [
     "broadcast_from_main",
     "gather_to_main",
     "all_reduce_sums",
+    "first_failed_rank",
 ]
 
 
@@ -219,3 +220,25 @@ def all_reduce_sums(values: list[float], env: DistributedEnv) -> list[float]:
         tensor = tensor.cuda()
     dist.all_reduce(tensor)
     return tensor.cpu().tolist()
+
+
+def first_failed_rank(ok: bool, env: DistributedEnv) -> int | None:
+    """The lowest rank whose ``ok`` is False, or None when every rank's is True; every rank gets the same answer.
+
+    Outside DDP: 0 or None. Under DDP every rank must call it at the same point (an all-reduce of one flag per
+    rank), so that a failure seen by one rank stops all of them there instead of leaving the others waiting in the
+    next collective.
+
+    Example:
+        >>> first_failed_rank(False, DistributedEnv())
+        0
+    """
+    if not env.active:
+        return None if ok else 0
+    flags = torch.zeros(env.world_size, dtype=torch.float32)
+    flags[env.rank] = 0.0 if ok else 1.0
+    if dist.get_backend() == "nccl":
+        flags = flags.cuda()
+    dist.all_reduce(flags)
+    failed = torch.nonzero(flags.cpu()).flatten().tolist()
+    return failed[0] if failed else None

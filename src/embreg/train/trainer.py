@@ -29,6 +29,7 @@ from embreg.train.distributed import (
     broadcast_from_main,
     current,
     distributed_model,
+    first_failed_rank,
     gather_to_main,
 )
 from embreg.train.host_draws import plan_host_draws
@@ -340,8 +341,9 @@ class Trainer:
                 if hasattr(regularizer, "penalty"):
                     penalty = penalty + regularizer.penalty(ctx)
             total = loss + penalty
-        if not torch.isfinite(total):
-            self._raise_not_finite(total.item(), loss.item(), penalty.item(), epoch)
+        failed = first_failed_rank(bool(torch.isfinite(total)), self.dist)  # under DDP every rank stops together
+        if failed is not None:
+            self._raise_not_finite(total.item(), loss.item(), penalty.item(), epoch, failed)
         if self._scaler is not None:
             self._scaler.scale(total).backward()
             self._scaler.unscale_(self.optimizer)  # update transforms and clipping see the true gradients
@@ -360,11 +362,16 @@ class Trainer:
         self.step += 1
         return loss.item(), float(penalty.item())
 
-    def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int) -> None:
+    def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int, rank: int = 0) -> None:
         where = f"epoch {epoch}, step {self.step}"
         kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
+        what = f"loss became {total} (task loss {loss}, penalty {penalty})"
+        if self.dist.active and rank != self.dist.rank:
+            what = f"the loss of rank {rank} became non-finite (this rank's: {total})"
+        elif self.dist.active:
+            what = f"{what} on rank {rank}"
         raise TrainingError(
-            f"loss became {total} (task loss {loss}, penalty {penalty}) at {where}{kept}. "
+            f"{what} at {where}{kept}. "
             "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
         )
 

@@ -6,8 +6,8 @@ Three readings (``--parts``):
 * ``families``: each registered model family, built from its plainest shipped recipe
   (:func:`embreg.recipes.shipped.plainest_recipe`) as it trains: its batch size, its optimizer, its real data from
   the dataset registry. One step is the trainer's own (``Trainer._train_step``: batch to the device, forward,
-  loss, backward, optimizer step, the loss read back). Variants: the CPU with ``--cpu-threads`` threads in fp32,
-  and the GPU in fp32 and in bf16 autocast. With ``--random-encoder DIR`` the encoder family runs the
+  loss and its one read-back to the host, backward, optimizer step). Variants: the CPU with ``--cpu-threads``
+  threads in fp32, and the GPU in fp32 and in bf16 autocast. With ``--random-encoder DIR`` the encoder family runs the
   architecture of the checkpoint in DIR (its ``config.json`` and tokenizer) with random weights, so the
   pretrained weight file need not be on the GPU machine; a step's time does not depend on the weights' values.
 * ``sse``: on the GPU in fp32, each SSE recipe against the same recipe with every SSE probability at 0 (the same

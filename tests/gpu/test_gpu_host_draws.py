@@ -7,6 +7,7 @@ pass, the modes and their errors, resume) is in tests/train/test_host_draws.py a
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -85,3 +86,21 @@ def test_a_run_on_cuda_draws_the_swaps_of_the_same_run_on_the_cpu(synthetic_rati
     on_cpu = _ids_reaching_the_tables("cpu", synthetic_ratings, 3)
     assert len(on_cuda) == len(on_cpu) == 6
     assert all(torch.equal(a, b) for a, b in zip(on_cuda, on_cpu, strict=True))
+
+
+def test_an_sse_training_step_on_cuda_waits_for_the_gpu_once(synthetic_ratings) -> None:
+    trainer = _mf_trainer(synthetic_ratings, None, 1, "cuda")  # SSE on users and items, drawn on the host
+    trainer.model.train()
+    batches = iter(trainer.batches.epoch(0))
+    trainer._train_step(next(batches), 0)  # the first step allocates the optimizer's state
+    batch = next(batches)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer._train_step(batch, 0)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 1, syncs  # the loss read back, before the update

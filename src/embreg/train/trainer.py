@@ -341,9 +341,13 @@ class Trainer:
                 if hasattr(regularizer, "penalty"):
                     penalty = penalty + regularizer.penalty(ctx)
             total = loss + penalty
-        failed = first_failed_rank(bool(torch.isfinite(total)), self.dist)  # under DDP every rank stops together
+        # the step's one read-back to the host (on a GPU its one wait), before anything is updated
+        total_value, loss_value, penalty_value = torch.stack(
+            [v.detach().double() for v in (total, loss, penalty)]
+        ).tolist()
+        failed = first_failed_rank(math.isfinite(total_value), self.dist)  # under DDP every rank stops together
         if failed is not None:
-            self._raise_not_finite(total.item(), loss.item(), penalty.item(), epoch, failed)
+            self._raise_not_finite(total_value, loss_value, penalty_value, epoch, failed)
         if self._scaler is not None:
             self._scaler.scale(total).backward()
             self._scaler.unscale_(self.optimizer)  # update transforms and clipping see the true gradients
@@ -360,7 +364,7 @@ class Trainer:
         else:
             self.optimizer.step()
         self.step += 1
-        return loss.item(), float(penalty.item())
+        return loss_value, penalty_value
 
     def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int, rank: int = 0) -> None:
         where = f"epoch {epoch}, step {self.step}"

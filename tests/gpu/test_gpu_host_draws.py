@@ -16,7 +16,7 @@ from embreg.errors import DataError
 from embreg.models import BiasedMF
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
-from embreg.sse import SSE
+from embreg.sse import SSE, SSEGraph
 from embreg.train.device import move_batch
 from embreg.train.host_draws import plan_host_draws
 from tests.gpu.test_gpu_families import _mf_trainer
@@ -27,7 +27,7 @@ CUDA = torch.device("cuda", 0)
 
 
 @pytest.mark.parametrize("recipe_name", ["mf-sse-graph", "bpr-sse-se", "sse-pt"])
-def test_sse_recipes_on_cuda_draw_on_pinned_host_batches_with_their_transforms_on_the_cpu(recipe_name: str) -> None:
+def test_sse_recipes_on_cuda_draw_on_pinned_host_batches(recipe_name: str) -> None:
     recipe = load_recipe(recipe_name)
     recipe = load_recipe(recipe_name, [*recipe.adapter.smoke_overrides, "train.device=cuda", "train.progress=false"])
     try:
@@ -37,8 +37,7 @@ def test_sse_recipes_on_cuda_draw_on_pinned_host_batches_with_their_transforms_o
     trainer = build_run(recipe, prepared).trainer(None)
     draws = trainer._host_draws
     assert draws is not None and draws.transforms
-    assert all(b.device.type == "cpu" for t in draws.transforms for b in t.buffers())  # SSE-Graph's graph
-    assert all(p.device.type == "cuda" for p in trainer.model.parameters())
+    assert all(t.device.type == "cuda" for t in [*trainer.model.parameters(), *trainer.model.buffers()])
     trainer.model.train()
     batch = next(iter(trainer.batches.epoch(0)))
     drawn = draws.draw(batch)
@@ -46,6 +45,10 @@ def test_sse_recipes_on_cuda_draw_on_pinned_host_batches_with_their_transforms_o
     assert all(v.is_pinned() for k, v in drawn.items() if batch[k].is_pinned())
     loss, _ = trainer._train_step(batch, 0)
     assert math.isfinite(loss)
+    cpu = torch.device("cpu")
+    for graph_transform in [t for t in draws.transforms if isinstance(t, SSEGraph)]:  # a CPU copy, made once
+        assert graph_transform.graph_on(cpu) is graph_transform.graph_on(cpu)
+        assert graph_transform.graph_on(cpu).indptr.device == cpu
     assert not any(t.passthrough for t in draws.transforms)  # only during the step
 
 

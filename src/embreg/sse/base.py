@@ -153,7 +153,7 @@ class IndexTransform(nn.Module, abc.ABC):
         """
         device = torch.device(device)
         current = self._generator
-        if current is not None and _same_device(current.device, device):
+        if current is not None and same_device(current.device, device):
             return current
         fresh = torch.Generator(device=device)
         if current is not None:
@@ -222,7 +222,7 @@ def _check_seed(seed: int) -> int:
     return int(seed)
 
 
-def _same_device(a: torch.device, b: torch.device) -> bool:
+def same_device(a: torch.device, b: torch.device) -> bool:
     """Devices are the same, treating a missing CUDA index as the current device."""
     if a.type != b.type:
         return False

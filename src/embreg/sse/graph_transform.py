@@ -10,7 +10,7 @@ import torch
 from embreg.errors import ConfigError, EmbregError
 from embreg.registry import register
 from embreg.sse._validation import check_probability, check_rho
-from embreg.sse.base import IndexTransform, recipe_seed
+from embreg.sse.base import IndexTransform, recipe_seed, same_device
 from embreg.sse.functional import _sample_graph
 from embreg.sse.functional import transition_matrix as _transition_matrix
 from embreg.sse.graph import NeighbourGraph
@@ -63,6 +63,7 @@ class SSEGraph(IndexTransform):
         self.register_buffer("graph_indptr", graph.indptr, persistent=False)
         self.register_buffer("graph_indices", graph.indices, persistent=False)
         self.register_buffer("graph_degree", graph.degree, persistent=False)
+        self._graph_copy: tuple[torch.Tensor, NeighbourGraph] | None = None  # (the indptr buffer it copies, copy)
 
     @property
     def rho(self) -> float:
@@ -78,17 +79,28 @@ class SSEGraph(IndexTransform):
         """The neighbour graph, on the module's current device."""
         return NeighbourGraph._from_parts(self.graph_indptr, self.graph_indices, self.graph_degree, self.num_embeddings)
 
+    def graph_on(self, device: torch.device) -> NeighbourGraph:
+        """The graph on ``device``: the buffers themselves there, else a copy made once and kept until the buffers
+        change (ids drawn on the host of a model on a GPU, :mod:`embreg.train.host_draws`)."""
+        if same_device(self.graph_indptr.device, device):
+            return self.graph
+        if (
+            self._graph_copy is None
+            or self._graph_copy[0] is not self.graph_indptr
+            or not same_device(self._graph_copy[1].indptr.device, device)
+        ):
+            self._graph_copy = (self.graph_indptr, self.graph.to(device))
+        return self._graph_copy[1]
+
     def _fused_sample(self, ids: torch.Tensor) -> torch.Tensor | None:
-        if self.graph_indptr.device.type != "cpu":
-            return None
+        graph = self.graph_on(ids.device)
         return self._run_kernel(
-            ids,
-            lambda kernel, gen: kernel.sse_graph(ids, self.graph_indptr, self.graph_indices, self._p, self._rho, gen),
+            ids, lambda kernel, gen: kernel.sse_graph(ids, graph.indptr, graph.indices, self._p, self._rho, gen)
         )
 
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
         """Swap each id with probability p, favouring graph neighbours (eq. 3)."""
-        return _sample_graph(ids, self.graph.to(ids.device), self._p, self._rho, self.generator(ids.device))
+        return _sample_graph(ids, self.graph_on(ids.device), self._p, self._rho, self.generator(ids.device))
 
     def transition_matrix(self) -> torch.Tensor:
         """Dense (N, N) float64 law of the swaps, ``T[j, k] = p(j, k)`` (eq. 3); for small N."""

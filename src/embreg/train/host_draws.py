@@ -9,8 +9,9 @@ the range check becomes a CPU reduction, and nothing is added to the GPU's queue
 What is drawn is exactly what the model's forward pass would draw. The model's ``draw_index_transforms(batch)`` makes
 the same transform calls in the same order (:mod:`embreg.models.transform_sites`). During the step every transform
 has ``passthrough`` set, so the forward passes (the regularisers' extra ones included) read the drawn ids. The
-transforms stay on the CPU and draw from their CPU generators: with the same seed, a run with host draws on a GPU and
-a run on the CPU draw the same swaps, and a checkpoint resumes on either device without restarting the stream.
+transforms draw from their CPU generators (SSE-Graph from a CPU copy of its graph, made once): with the same seed, a
+run with host draws on a GPU and a run on the CPU draw the same swaps, and a checkpoint resumes on either device
+without restarting the stream.
 
 ``train.index_transforms_on`` (:data:`MODES`):
 
@@ -61,11 +62,6 @@ class HostDraws:
     def __init__(self, model: nn.Module, transforms: list[IndexTransform]) -> None:
         self.model = model
         self.transforms = transforms
-
-    def keep_on_host(self) -> None:
-        """Moves the transforms (SSE-Graph's graph tensors) back to the CPU after the model moved to a GPU."""
-        for transform in self.transforms:
-            transform.to("cpu")
 
     def draw(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """This step's ids, drawn where ``batch`` is; a drawn tensor is pinned when the one it replaces was."""

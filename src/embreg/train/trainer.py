@@ -195,8 +195,6 @@ class Trainer:
         self.clip_norm = clip_norm
         self._fused = self._fused_step(model) if fused_step else None
         self._host_draws = plan_host_draws(model, self.device, index_transforms_on, fused_step=fused_step)
-        if self._host_draws is not None:
-            self._host_draws.keep_on_host()
         # The training steps go through DDP's wrapper (gradients averaged over ranks); evaluation, regularisers'
         # StepContext and checkpoints use the model itself, whose parameters the wrapper shares.
         self._step_model = distributed_model(model, self.device) if self.dist.active else model

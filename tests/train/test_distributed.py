@@ -151,8 +151,9 @@ def test_ranks_train_disjoint_shards_with_their_own_random_streams():
     assert ranks[0]["global"] != ranks[1]["global"]
 
 
-def test_resume_under_ddp_equals_the_uninterrupted_ddp_run(tmp_path):
-    overrides = SSE_BPR + SSE_BOTH
+@pytest.mark.parametrize("draws", ["auto", "host"])
+def test_resume_under_ddp_equals_the_uninterrupted_ddp_run(tmp_path, draws):
+    overrides = [*SSE_BPR, *SSE_BOTH, f"train.index_transforms_on={draws}"]  # host: the swaps as on GPUs
     ranks = run_ranks(ddp_workers.resume_equals_uninterrupted, 2, str(tmp_path), "bpr-dropout", overrides)
     for rank in ranks:
         assert rank["resumed"] == rank["full"]

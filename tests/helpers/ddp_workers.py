@@ -103,18 +103,15 @@ def resume_equals_uninterrupted(root: str, recipe: str, overrides: list[str]) ->
     }
 
 
-def unused_parameter_error() -> str:
-    """Trains a model with a parameter no loss uses; returns the error message the trainer raises."""
+def _error_of_a_tiny_run(model: torch.nn.Module, regularizers: list[Any] = ()) -> str:
+    """Trains ``model`` (a BiasedMF over 8 users and 5 items) one epoch; returns the TrainingError it raises."""
     from embreg.errors import TrainingError
-    from embreg.models import BiasedMF
     from embreg.train.batches import TensorBatches
     from embreg.train.evaluation import RatingEvaluator
     from embreg.train.optim import optimizer_factory
     from embreg.train.trainer import Trainer
 
     data = {"user": torch.arange(64) % 8, "item": torch.arange(64) % 5, "rating": torch.ones(64)}
-    model = BiasedMF.build(8, 5, 4, global_mean=3.0)
-    model.register_parameter("orphan", torch.nn.Parameter(torch.zeros(3)))
     trainer = Trainer(
         model,
         optimizer_factory("sgd", 0.1),
@@ -123,6 +120,7 @@ def unused_parameter_error() -> str:
         epochs=1,
         progress=False,
         test_split=None,
+        regularizers=regularizers,
     )
     try:
         trainer.fit()
@@ -131,34 +129,21 @@ def unused_parameter_error() -> str:
     return "no error"
 
 
+def unused_parameter_error() -> str:
+    """Trains a model with a parameter no loss uses; returns the error message the trainer raises."""
+    from embreg.models import BiasedMF
+
+    model = BiasedMF.build(8, 5, 4, global_mean=3.0)
+    model.register_parameter("orphan", torch.nn.Parameter(torch.zeros(3)))
+    return _error_of_a_tiny_run(model)
+
+
 def non_finite_loss_on_one_rank() -> str:
     """Rank 1's loss turns NaN at its second step; returns the error this rank raises ("no error" if none)."""
-    import torch.distributed as dist
-
-    from embreg.errors import TrainingError
     from embreg.models import BiasedMF
-    from embreg.train.batches import TensorBatches
-    from embreg.train.evaluation import RatingEvaluator
-    from embreg.train.optim import optimizer_factory
-    from embreg.train.trainer import Trainer
 
     class NaNOnRankOne:
         def penalty(self, ctx):
             return torch.tensor(float("nan") if dist.get_rank() == 1 and ctx.step == 1 else 0.0)
 
-    data = {"user": torch.arange(64) % 8, "item": torch.arange(64) % 5, "rating": torch.ones(64)}
-    trainer = Trainer(
-        BiasedMF.build(8, 5, 4, global_mean=3.0),
-        optimizer_factory("sgd", 0.1),
-        TensorBatches(data, 8),
-        RatingEvaluator({"valid": data}),
-        epochs=1,
-        progress=False,
-        test_split=None,
-        regularizers=[NaNOnRankOne()],
-    )
-    try:
-        trainer.fit()
-    except TrainingError as error:
-        return str(error)
-    return "no error"
+    return _error_of_a_tiny_run(BiasedMF.build(8, 5, 4, global_mean=3.0), [NaNOnRankOne()])

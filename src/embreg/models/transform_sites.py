@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable
 
 import torch
@@ -53,15 +54,15 @@ def present_transforms(transforms: Iterable[nn.Module | None]) -> list[nn.Module
     return found
 
 
-class KeyedTransforms:
+class KeyedTransforms(abc.ABC):
     """Mixin for ``nn.Module`` models whose transforms map whole batch keys (``batch[key] -> transform(...)``).
 
     Subclasses list their sites in :meth:`transform_sites`, in the order their ``forward`` applies them.
     """
 
+    @abc.abstractmethod
     def transform_sites(self) -> list[tuple[str, nn.Module]]:
         """``(batch key, transform)`` pairs in the order ``forward`` applies them."""
-        raise NotImplementedError
 
     def index_transforms(self) -> list[nn.Module]:
         """The model's index transform modules (``nn.Identity`` left out)."""

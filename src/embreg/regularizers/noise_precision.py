@@ -5,9 +5,9 @@ lnsr-noise-stability-bert.txt Sec. 5.4) against entries of order 1. Reduced prec
 away: bfloat16 keeps 8 significant bits (a spacing of 2^-7 at 1), float16 11 bits (2^-10); on a small BERT, noise
 of scale 1e-5 changes about 1% (bf16) and 4% (fp16) of the rounded entries of ``x``
 (tests/regularizers/test_noise_precision.py). The penalty then measures the two passes' rounding, or nothing,
-instead of the noise. Where autocast is on,
-these penalties therefore recompute the clean prediction from ``x`` in float32 and run their perturbed passes in
-float32 too: one more forward and backward through the layers than in fp32 training.
+instead of the noise. Where autocast is on, these penalties therefore recompute the clean prediction from ``x`` in
+float32 and run their perturbed passes in float32 too: one more forward and backward through the layers than in
+fp32 training.
 
 Example:
     >>> x = torch.ones(2, 3)

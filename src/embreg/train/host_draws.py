@@ -99,7 +99,7 @@ def plan_host_draws(model: nn.Module, device: torch.device, mode: str, *, fused_
     if mode == "device" or (mode == "auto" and device.type != "cuda"):
         return None
     transforms, refused = _drawable_transforms(model)
-    if fused_step:
+    if fused_step and transforms:
         refused.append("train.fused_step (its kernel calls the transforms inside the step)")
     if refused:
         if mode == "host":

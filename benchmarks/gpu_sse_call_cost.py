@@ -16,8 +16,9 @@ product, so a host sync there waits for GPU work in flight):
   at p = 0, at p = 0.01 with the result pinned, and with the pinned result then copied to the GPU.
 
 Steps: the MF and BPR pairs of ``benchmarks/gpu_step_cost.py`` (SSE-SE on users and items against the same
-recipe at p = 0) with the transforms called in the forward pass (``train.index_transforms_on=device``), each also with every transform's range check replaced by a no-op during its steps, interleaved
-in 20 timed rounds of 5 steps (that script's timing and ratios).
+recipe at p = 0) with the transforms called in the forward pass (``train.index_transforms_on=device``), each also
+with every transform's range check replaced by a no-op during its steps, interleaved in 20 timed rounds of 5 steps
+(that script's timing and ratios).
 
     python benchmarks/gpu_sse_call_cost.py --out docs/results/gpu-step-cost/sse-calls.json
 """

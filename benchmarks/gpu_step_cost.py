@@ -7,8 +7,8 @@ Three readings (``--parts``):
   (:func:`embreg.recipes.shipped.plainest_recipe`) as it trains: its batch size, its optimizer, its real data from
   the dataset registry. One step is the trainer's own (``Trainer._train_step``: batch to the device, forward,
   loss and its one read-back to the host, backward, optimizer step). Variants: the CPU with ``--cpu-threads``
-  threads in fp32, and the GPU in fp32 and in bf16 autocast. With ``--random-encoder DIR`` the encoder family runs the
-  architecture of the checkpoint in DIR (its ``config.json`` and tokenizer) with random weights, so the
+  threads in fp32, and the GPU in fp32 and in bf16 autocast. With ``--random-encoder DIR`` the encoder family runs
+  the architecture of the checkpoint in DIR (its ``config.json`` and tokenizer) with random weights, so the
   pretrained weight file need not be on the GPU machine; a step's time does not depend on the weights' values.
 * ``sse``: on the GPU in fp32, each SSE recipe against the same recipe with every SSE probability at 0 (the same
   model and parameters; SSE at p = 0 returns the ids untouched, so the ratio is the cost of the swaps,

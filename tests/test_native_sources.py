@@ -1,6 +1,7 @@
 """The C++ kernels' sources keep the rules that make their errors safe on every host (see
-src/embreg/_csrc/embreg_errors.h): every function a kernel binds is wrapped by ``EMBREG_GUARDED``, and the shared
-header enters each kernel's build key, so editing it rebuilds every kernel."""
+src/embreg/_csrc/embreg_errors.h): checks are ``EMBREG_CHECK`` and no message goes through an iostream, every
+function a kernel binds is wrapped by ``EMBREG_GUARDED``, and the shared header enters each kernel's build key, so
+editing it rebuilds every kernel."""
 
 from __future__ import annotations
 
@@ -13,10 +14,40 @@ from embreg.models import mf_fused_step
 from embreg.sse import _kernel as sse_kernel
 
 SOURCES = sorted((Path(_native.__file__).parent).glob("*/csrc/*.cpp"))
+# Ways of building a message through an iostream: the checks and formatters of PyTorch (c10::str) and the streams.
+IOSTREAM_FORMATTING = re.compile(
+    r"\b(TORCH_CHECK\w*|TORCH_INTERNAL_ASSERT\w*|TORCH_WARN\w*|AT_ERROR|AT_ASSERT\w*|c10::str|"
+    r"std::(?:[io]?stringstream|ostream|cout|cerr|clog))\b"
+)
+
+
+def code_lines(path: Path) -> list[tuple[int, str]]:
+    """The file's lines without their ``//`` comments, numbered from 1."""
+    return [(number, line.split("//")[0]) for number, line in enumerate(path.read_text().splitlines(), 1)]
 
 
 def test_there_are_three_kernel_sources() -> None:
     assert [p.name for p in SOURCES] == ["md_lookup.cpp", "mf_step.cpp", "sse_sampler.cpp"]
+
+
+def test_no_kernel_formats_a_message_through_an_iostream() -> None:
+    sources = [*SOURCES, *sorted(_native.SHARED_HEADERS.glob("*.h"))]
+    found = [
+        f"{path.name}:{number}: {match.group(0)}"
+        for path in sources
+        for number, line in code_lines(path)
+        for match in IOSTREAM_FORMATTING.finditer(line)
+    ]
+    assert found == []
+    checks = sum(line.count("EMBREG_CHECK(") for path in SOURCES for _, line in code_lines(path))
+    assert checks >= 30
+
+
+def test_the_rule_finds_torch_check_and_streams(tmp_path) -> None:
+    sample = tmp_path / "k.cpp"
+    sample.write_text('TORCH_CHECK(n > 0, "n ", n);  // TORCH_CHECK in a comment is fine\nstd::ostringstream s;\n')
+    hits = [match.group(0) for _, line in code_lines(sample) for match in IOSTREAM_FORMATTING.finditer(line)]
+    assert hits == ["TORCH_CHECK", "std::ostringstream"]
 
 
 def test_every_bound_function_is_guarded() -> None:

@@ -3,9 +3,10 @@
 A kernel is one C++ source compiled with ``torch.utils.cpp_extension`` the first time it is needed (about a
 minute; needs a C++ compiler and ninja) into ``$EMBREG_KERNEL_DIR`` (default ``~/.cache/embreg/kernels``), one
 directory per source, shared headers (``embreg/_csrc``), flags, torch and Python version (and CPU, for kernels
-built for the host's instruction set), and loaded from there afterwards. Every function a kernel binds is wrapped
-by ``EMBREG_GUARDED`` (``_csrc/embreg_errors.h``), so a failed check reaches Python as a ``RuntimeError`` on
-every host. Each kernel has an environment variable that chooses the backend:
+built for the host's instruction set), and loaded from there afterwards. Kernels check with ``EMBREG_CHECK`` and
+every function a kernel binds is wrapped by ``EMBREG_GUARDED`` (``_csrc/embreg_errors.h``), so a failed check
+reaches Python as a ``RuntimeError`` on every host. Each kernel has an environment variable that chooses the
+backend:
 
 * ``auto`` (default): use the kernel when it builds; otherwise warn once and use the tensor ops;
 * ``off``: always use the tensor ops;

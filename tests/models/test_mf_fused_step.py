@@ -128,6 +128,17 @@ def test_out_of_range_ids_are_a_clear_error(kernel: object) -> None:
         step({"user": torch.tensor([0]), "item": torch.tensor([ITEMS]), "rating": torch.tensor([3.0])})
 
 
+def test_a_table_of_the_wrong_kind_is_named_with_its_dtype_sizes_and_device(kernel: object) -> None:
+    model = _model()
+    step = model.fused_step(torch.optim.SGD(model.parameters(), lr=0.1))
+    assert step is not None
+    step.tables = type(step.tables)([step.tables[0].double(), *step.tables[1:]])
+    with pytest.raises(
+        RuntimeError, match=rf"^embreg MF step: the user table must be .* got Double \[{USERS}, {DIM}\] on cpu$"
+    ):
+        step({"user": torch.tensor([0]), "item": torch.tensor([0]), "rating": torch.tensor([3.0])})
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [

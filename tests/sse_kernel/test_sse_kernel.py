@@ -43,6 +43,18 @@ def test_kernel_range_error_names_the_value(kernel) -> None:
         kernel.sse_se(torch.tensor([1, 7, 2]), 5, 0.5, torch.Generator())
 
 
+def test_kernel_messages_write_numbers_and_devices_as_pytorch_does(kernel) -> None:
+    """The kernels build messages without iostreams (embreg_errors.h); the text stays what c10::str would write."""
+    with pytest.raises(RuntimeError, match=r"^p must lie in \[0, 1\], got 1.5$"):
+        kernel.sse_se(torch.tensor([1]), 5, 1.5, torch.Generator())
+    with pytest.raises(RuntimeError, match=r"^rho must be >= 1, got 0.25$"):
+        kernel.sse_graph(torch.tensor([1]), torch.tensor([0, 1, 2]), torch.tensor([1, 0]), 0.1, 0.25, None)
+    with pytest.raises(RuntimeError, match=r"^num_embeddings must be >= 2, got -3$"):
+        kernel.sse_se(torch.tensor([1]), -3, 0.5, torch.Generator())
+    with pytest.raises(RuntimeError, match=r"ids must be on the CPU, got meta$"):
+        kernel.sse_se(torch.tensor([1], device="meta"), 5, 0.5, torch.Generator())
+
+
 def test_non_contiguous_input_keeps_shape_and_values(kernel) -> None:
     ids = torch.arange(60).view(6, 10).t()  # non-contiguous (10, 6)
     out = F.sse_se(ids, 60, 0.0)

@@ -261,23 +261,23 @@ struct Block {
 std::vector<Block> block_layout(const at::Tensor& offsets_t, const std::vector<int64_t>& dims, int64_t D,
                                 int64_t row_numel, int64_t projection_numel) {
   const int64_t k = static_cast<int64_t>(dims.size());
-  TORCH_CHECK(k >= 1 && offsets_t.numel() == k + 1 && offsets_t.scalar_type() == at::kLong,
-              "embreg md kernel: offsets must be k + 1 = ", k + 1, " int64 positions");
+  EMBREG_CHECK(k >= 1 && offsets_t.numel() == k + 1 && offsets_t.scalar_type() == at::kLong,
+               "embreg md kernel: offsets must be k + 1 = ", k + 1, " int64 positions");
   const int64_t* offsets = offsets_t.data_ptr<int64_t>();
   std::vector<Block> blocks;
   blocks.reserve(k);
   int64_t row_start = 0, projection_start = 0;
   for (int64_t b = 0; b < k; ++b) {
     const int64_t n = offsets[b + 1] - offsets[b], d = dims[b];
-    TORCH_CHECK(d >= 1 && d <= D, "embreg md kernel: block ", b, " has dim ", d, "; valid range is [1, ", D, "]");
+    EMBREG_CHECK(d >= 1 && d <= D, "embreg md kernel: block ", b, " has dim ", d, "; valid range is [1, ", D, "]");
     blocks.push_back(Block{n, d, row_start, d == D ? -1 : projection_start});
     row_start += n * d;
     if (d != D) projection_start += d * D;
   }
-  TORCH_CHECK(row_start == row_numel, "embreg md kernel: the flat rows hold ", row_numel, " values; the blocks need ",
-              row_start);
-  TORCH_CHECK(projection_start == projection_numel, "embreg md kernel: the flat projections hold ", projection_numel,
-              " values; the blocks need ", projection_start);
+  EMBREG_CHECK(row_start == row_numel, "embreg md kernel: the flat rows hold ", row_numel, " values; the blocks need ",
+               row_start);
+  EMBREG_CHECK(projection_start == projection_numel, "embreg md kernel: the flat projections hold ", projection_numel,
+               " values; the blocks need ", projection_start);
   return blocks;
 }
 
@@ -338,9 +338,9 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
   const int64_t num_rows = offsets[k];
   const float* E_all = flat_rows.data_ptr<float>();
   const float* P_all = flat_projections.numel() > 0 ? flat_projections.data_ptr<float>() : nullptr;
-  TORCH_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
-  TORCH_CHECK(num_rows < std::numeric_limits<int32_t>::max(),
-              "embreg md kernel: tables of 2^31 rows or more are not supported");
+  EMBREG_CHECK(n < std::numeric_limits<int32_t>::max(), "embreg md kernel: batch of ", n, " ids is too large");
+  EMBREG_CHECK(num_rows < std::numeric_limits<int32_t>::max(),
+               "embreg md kernel: tables of 2^31 rows or more are not supported");
 
   // one pass over the ids: map and range-check each, find the distinct positions in order of first appearance
   // (open addressing, load factor <= 1/2), and count each distinct row's occurrences and each block's rows
@@ -374,7 +374,7 @@ std::vector<at::Tensor> md_forward(const at::Tensor& ids, const at::Tensor& inde
       }
     }
     const int64_t id = id_ptr[j];
-    TORCH_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
+    EMBREG_CHECK(id >= 0 && id < num_rows, "embreg md kernel: found id ", id, "; valid range is [0, ", num_rows, ")");
     const int64_t p = map32 ? static_cast<int64_t>(map32[id]) : (map64 ? map64[id] : id);
     int64_t s = static_cast<int64_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
     while (table[s].position != p && table[s].position != -1) s = (s + 1) & mask;
@@ -578,9 +578,9 @@ struct FusedLookup : public torch::autograd::Function<FusedLookup> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
-    TORCH_CHECK(!at::GradMode::is_enabled(),
-                "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
-                "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
+    EMBREG_CHECK(!at::GradMode::is_enabled(),
+                 "embreg's fused mixed-dimension lookup gives first derivatives only; for a second derivative "
+                 "(create_graph=True) use embreg.embeddings.functional.mixed_dimension_lookup_reference");
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const at::Tensor& upstream = grad_outputs[0];  // (..., D): (B, D) as it is, else a view where it can be
     const at::Tensor grad_out = upstream.dim() == 2 ? upstream : upstream.reshape({-1, upstream.size(-1)});

@@ -54,17 +54,17 @@ inline void axpbz(float* y, float alpha, const float* x, float beta, const float
 }
 
 void check_table(const at::Tensor& t, const char* name, int64_t cols) {
-  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.dim() == 2,
-              "embreg MF step: ", name, " must be a contiguous 2-d float32 CPU tensor, got ", t.scalar_type(), " ",
-              t.sizes(), " on ", t.device());
-  TORCH_CHECK(cols < 0 || t.size(1) == cols, "embreg MF step: ", name, " must have ", cols, " columns, got ",
-              t.size(1));
+  EMBREG_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.dim() == 2,
+               "embreg MF step: ", name, " must be a contiguous 2-d float32 CPU tensor, got ", t.scalar_type(), " ",
+               t.sizes(), " on ", t.device());
+  EMBREG_CHECK(cols < 0 || t.size(1) == cols, "embreg MF step: ", name, " must have ", cols, " columns, got ",
+               t.size(1));
 }
 
 void check_like(const at::Tensor& t, const at::Tensor& like, const char* name) {
-  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.sizes() == like.sizes(),
-              "embreg MF step: optimizer state ", name, " must be a contiguous float32 CPU tensor of shape ",
-              like.sizes(), ", got ", t.scalar_type(), " ", t.sizes());
+  EMBREG_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && t.sizes() == like.sizes(),
+               "embreg MF step: optimizer state ", name, " must be a contiguous float32 CPU tensor of shape ",
+               like.sizes(), ", got ", t.scalar_type(), " ", t.sizes());
 }
 
 // The distinct rows of one table in a batch, and each row's summed gradient (vector and bias), filled while the
@@ -122,13 +122,14 @@ struct AdamHyper {
 
 // Increments a step counter held as a 0-d float tensor (the optimizers' format) and returns the new count.
 double next_step(at::Tensor& step) {
-  TORCH_CHECK(step.numel() == 1 && step.device().is_cpu(), "embreg MF step: a step counter must be a 1-element CPU tensor");
+  EMBREG_CHECK(step.numel() == 1 && step.device().is_cpu(),
+               "embreg MF step: a step counter must be a 1-element CPU tensor");
   if (step.scalar_type() == at::kFloat) {
     float* s = step.data_ptr<float>();
     *s += 1.0f;
     return static_cast<double>(*s);
   }
-  TORCH_CHECK(step.scalar_type() == at::kDouble, "embreg MF step: a step counter must be float32 or float64");
+  EMBREG_CHECK(step.scalar_type() == at::kDouble, "embreg MF step: a step counter must be float32 or float64");
   double* s = step.data_ptr<double>();
   *s += 1.0;
   return *s;
@@ -193,33 +194,34 @@ void dense_adam(float* param, float* m, float* v, const float* grad, int64_t n, 
 double mf_step(const at::Tensor& users, const at::Tensor& items, const at::Tensor& ratings, at::Tensor P, at::Tensor Q,
                at::Tensor bu, at::Tensor bi, double mu, double l2, const std::string& rule, double lr, double beta1,
                double beta2, double eps, std::vector<at::Tensor> state, at::Tensor user_slots, at::Tensor item_slots) {
-  TORCH_CHECK(users.scalar_type() == at::kLong && items.scalar_type() == at::kLong && users.dim() == 1 &&
-                  items.sizes() == users.sizes() && users.is_contiguous() && items.is_contiguous() &&
-                  users.device().is_cpu() && items.device().is_cpu(),
-              "embreg MF step: users and items must be contiguous 1-d int64 CPU tensors of one length");
-  TORCH_CHECK(ratings.scalar_type() == at::kFloat && ratings.sizes() == users.sizes() && ratings.is_contiguous() &&
-                  ratings.device().is_cpu(),
-              "embreg MF step: ratings must be a contiguous 1-d float32 CPU tensor as long as the ids");
+  EMBREG_CHECK(users.scalar_type() == at::kLong && items.scalar_type() == at::kLong && users.dim() == 1 &&
+                   items.sizes() == users.sizes() && users.is_contiguous() && items.is_contiguous() &&
+                   users.device().is_cpu() && items.device().is_cpu(),
+               "embreg MF step: users and items must be contiguous 1-d int64 CPU tensors of one length");
+  EMBREG_CHECK(ratings.scalar_type() == at::kFloat && ratings.sizes() == users.sizes() && ratings.is_contiguous() &&
+                   ratings.device().is_cpu(),
+               "embreg MF step: ratings must be a contiguous 1-d float32 CPU tensor as long as the ids");
   check_table(P, "the user table", -1);
   const int64_t D = P.size(1);
   check_table(Q, "the item table", D);
   check_table(bu, "the user biases", 1);
   check_table(bi, "the item biases", 1);
   const int64_t U = P.size(0), I = Q.size(0), B = users.size(0);
-  TORCH_CHECK(bu.size(0) == U && bi.size(0) == I, "embreg MF step: bias tables must have as many rows as their vectors");
-  TORCH_CHECK(user_slots.scalar_type() == at::kInt && user_slots.numel() == U && user_slots.is_contiguous() &&
-                  item_slots.scalar_type() == at::kInt && item_slots.numel() == I && item_slots.is_contiguous(),
-              "embreg MF step: the slot maps must be contiguous int32 tensors of the tables' row counts");
-  TORCH_CHECK(rule == "adam" || rule == "sgd", "embreg MF step: rule must be 'adam' or 'sgd', got '", rule, "'");
-  TORCH_CHECK(rule == "sgd" ? state.empty() : state.size() == 12,
-              "embreg MF step: 'adam' takes 12 state tensors (step, exp_avg, exp_avg_sq for P, Q, bu, bi), 'sgd' none");
+  EMBREG_CHECK(bu.size(0) == U && bi.size(0) == I,
+               "embreg MF step: bias tables must have as many rows as their vectors");
+  EMBREG_CHECK(user_slots.scalar_type() == at::kInt && user_slots.numel() == U && user_slots.is_contiguous() &&
+                   item_slots.scalar_type() == at::kInt && item_slots.numel() == I && item_slots.is_contiguous(),
+               "embreg MF step: the slot maps must be contiguous int32 tensors of the tables' row counts");
+  EMBREG_CHECK(rule == "adam" || rule == "sgd", "embreg MF step: rule must be 'adam' or 'sgd', got '", rule, "'");
+  EMBREG_CHECK(rule == "sgd" ? state.empty() : state.size() == 12,
+               "embreg MF step: 'adam' takes 12 state tensors (step, exp_avg, exp_avg_sq for P, Q, bu, bi), 'sgd' none");
   if (B == 0) return 0.0;
 
   const int64_t* u = users.data_ptr<int64_t>();
   const int64_t* it = items.data_ptr<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
-    TORCH_CHECK(u[b] >= 0 && u[b] < U, "embreg MF step: user id ", u[b], " is outside [0, ", U, ")");
-    TORCH_CHECK(it[b] >= 0 && it[b] < I, "embreg MF step: item id ", it[b], " is outside [0, ", I, ")");
+    EMBREG_CHECK(u[b] >= 0 && u[b] < U, "embreg MF step: user id ", u[b], " is outside [0, ", U, ")");
+    EMBREG_CHECK(it[b] >= 0 && it[b] < I, "embreg MF step: item id ", it[b], " is outside [0, ", I, ")");
   }
   const float* r = ratings.data_ptr<float>();
   float* p = P.data_ptr<float>();

@@ -127,7 +127,7 @@ inline int64_t copy_checked(const T* ids, T* out, int64_t begin, int64_t end, in
 
 template <typename ChunkFn>
 at::Tensor run_chunks(const at::Tensor& ids, int64_t n, c10::optional<at::Generator> generator, ChunkFn&& fn) {
-  TORCH_CHECK(ids.device().is_cpu(), "embreg SSE kernel: ids must be on the CPU, got ", ids.device());
+  EMBREG_CHECK(ids.device().is_cpu(), "embreg SSE kernel: ids must be on the CPU, got ", ids.device());
   const at::Tensor input = ids.contiguous();
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
   const int64_t numel = input.numel();
@@ -149,15 +149,15 @@ at::Tensor run_chunks(const at::Tensor& ids, int64_t n, c10::optional<at::Genera
       }
     });
     for (int64_t c = 0; c < chunks; ++c)
-      TORCH_CHECK(bad[c] < 0, "ids out of range: found ", static_cast<int64_t>(src[bad[c]]),
-                  "; valid range is [0, ", n, ")");
+      EMBREG_CHECK(bad[c] < 0, "ids out of range: found ", static_cast<int64_t>(src[bad[c]]),
+                   "; valid range is [0, ", n, ")");
   });
   return out;
 }
 
 at::Tensor sse_se(const at::Tensor& ids, int64_t num_embeddings, double p, c10::optional<at::Generator> generator) {
-  TORCH_CHECK(num_embeddings >= 2, "num_embeddings must be >= 2, got ", num_embeddings);
-  TORCH_CHECK(p >= 0.0 && p <= 1.0, "p must lie in [0, 1], got ", p);
+  EMBREG_CHECK(num_embeddings >= 2, "num_embeddings must be >= 2, got ", num_embeddings);
+  EMBREG_CHECK(p >= 0.0 && p <= 1.0, "p must lie in [0, 1], got ", p);
   const int64_t others = num_embeddings - 1;
   return run_chunks(ids, num_embeddings, generator, [&](auto* dst, int64_t begin, int64_t end, Xoshiro256& rng) {
     using T = std::remove_pointer_t<decltype(dst)>;
@@ -171,13 +171,13 @@ at::Tensor sse_se(const at::Tensor& ids, int64_t num_embeddings, double p, c10::
 
 at::Tensor sse_graph(const at::Tensor& ids, const at::Tensor& indptr, const at::Tensor& indices, double p, double rho,
                      c10::optional<at::Generator> generator) {
-  TORCH_CHECK(indptr.scalar_type() == at::kLong && indices.scalar_type() == at::kLong,
-              "graph indptr and indices must be int64");
-  TORCH_CHECK(indptr.is_contiguous() && indices.is_contiguous(), "graph indptr and indices must be contiguous");
-  TORCH_CHECK(p >= 0.0 && p <= 1.0, "p must lie in [0, 1], got ", p);
-  TORCH_CHECK(rho >= 1.0, "rho must be >= 1, got ", rho);
+  EMBREG_CHECK(indptr.scalar_type() == at::kLong && indices.scalar_type() == at::kLong,
+               "graph indptr and indices must be int64");
+  EMBREG_CHECK(indptr.is_contiguous() && indices.is_contiguous(), "graph indptr and indices must be contiguous");
+  EMBREG_CHECK(p >= 0.0 && p <= 1.0, "p must lie in [0, 1], got ", p);
+  EMBREG_CHECK(rho >= 1.0, "rho must be >= 1, got ", rho);
   const int64_t n = indptr.numel() - 1;
-  TORCH_CHECK(n >= 2, "the graph needs at least 2 nodes, got ", n);
+  EMBREG_CHECK(n >= 2, "the graph needs at least 2 nodes, got ", n);
   const int64_t* row = indptr.data_ptr<int64_t>();
   const int64_t* col = indices.data_ptr<int64_t>();
   const double extra_per_neighbour = rho - 1.0;

@@ -12,6 +12,11 @@ scale (the authors' code does the same).
 
 Every function takes per-site coefficients (``lambda`` in Alg. 2, one per site) and skips sites whose coefficient is
 zero; with all coefficients zero it returns an exact zero without touching the graph.
+
+Precision: the gradients may be float16 or bfloat16 (autocast), but every sum over a batch is taken in at least
+float32 (:func:`_squared_sum`). A float16 sum of squares overflows (65504) once a batch of ``N x C`` or ``N x H``
+entries is large, as a language model's batch of a few thousand tokens over a 10k vocabulary is: summed in float16,
+the identity form and R_approx are ``inf`` there (tests/regularizers/test_dropout_precision.py builds such a batch).
 """
 
 from __future__ import annotations
@@ -48,6 +53,16 @@ def _active(sites: Mapping[str, DropoutSite], coefficients: Mapping[str, float])
         if value < 0:
             raise EmbregError(f"coefficient of site {name!r} is {value}; it must be >= 0")
     return [(name, float(value)) for name, value in coefficients.items() if value != 0.0]
+
+
+def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    """float32 for float16 and bfloat16, the dtype itself for float32 and float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _squared_sum(values: torch.Tensor) -> torch.Tensor:
+    """``sum(values^2)`` in at least float32 (differentiable)."""
+    return values.to(_at_least_float32(values.dtype)).pow(2).sum()
 
 
 def _rows(logits: torch.Tensor) -> torch.Tensor:
@@ -219,12 +234,12 @@ def r_approx(
     n = rows.shape[0]
     if probs is None:
         probs = torch.softmax(rows, dim=-1)  # shared by the label draws and every sample's loss gradient
-    total = logits.new_zeros(())
+    total = logits.new_zeros((), dtype=_at_least_float32(logits.dtype))
     for _ in range(samples):
         labels = _categorical(probs, generator)  # no gradient through the sampling (Alg. 3)
         dlogits = cross_entropy_logit_grad(probs, labels).reshape(logits.shape)  # D l_{y_hat}, graph through F
         for (_, coef), grad in zip(active, logit_gradients(logits, dlogits, chosen)):
-            total = total + coef * grad.pow(2).sum()
+            total = total + coef * _squared_sum(grad)
     return total / (samples * n)
 
 
@@ -254,9 +269,9 @@ def r_tilde_approx(
     chosen = [sites[name] for name, _ in active]
     rows = _rows(logits)
     dlogits = cross_entropy_logit_grad(torch.softmax(rows, dim=-1), labels).reshape(logits.shape)  # D l_y
-    total = logits.new_zeros(())
+    total = logits.new_zeros((), dtype=_at_least_float32(logits.dtype))
     for (_, coef), grad in zip(active, logit_gradients(logits, dlogits, chosen)):
-        total = total + coef * grad.pow(2).sum()
+        total = total + coef * _squared_sum(grad)
     return total / rows.shape[0]
 
 
@@ -300,7 +315,7 @@ def r_approx_identity(
     ]
     (jvp,) = torch.autograd.grad(vjps, probe, grad_outputs=tangents, create_graph=True, retain_graph=True)
     rows = _rows(logits)
-    return jvp.pow(2).sum() / (rows.shape[0] * rows.shape[1])
+    return _squared_sum(jvp) / (rows.shape[0] * rows.shape[1])
 
 
 def xi_approx_surrogate(
@@ -350,8 +365,8 @@ def xi_approx_surrogate(
                 f"logits_grad of shape {tuple(logits_grad.shape)} must have the logits' shape {tuple(logits.shape)}"
             )
         grads = logit_gradients(logits, logits_grad, chosen)
-    s = loss.new_zeros(())
+    s = loss.new_zeros((), dtype=_at_least_float32(loss.dtype))
     for (_, coef), _site, grad in zip(active, chosen, grads):
         eta = rademacher(grad.shape, like=grad, generator=generator)
-        s = s + coef * (grad * eta).sum()
+        s = s + coef * (grad * eta).to(s.dtype).sum()  # a float16 sum could overflow, and inf - inf is NaN
     return s - s.detach()

@@ -26,18 +26,20 @@ def code_lines(path: Path) -> list[tuple[int, str]]:
     return [(number, line.split("//")[0]) for number, line in enumerate(path.read_text().splitlines(), 1)]
 
 
+def iostream_formatting(path: Path) -> list[tuple[int, str]]:
+    """``(line number, what)`` for each use of :data:`IOSTREAM_FORMATTING` in the file's code."""
+    return [
+        (number, match.group(0)) for number, line in code_lines(path) for match in IOSTREAM_FORMATTING.finditer(line)
+    ]
+
+
 def test_there_are_three_kernel_sources() -> None:
     assert [p.name for p in SOURCES] == ["md_lookup.cpp", "mf_step.cpp", "sse_sampler.cpp"]
 
 
 def test_no_kernel_formats_a_message_through_an_iostream() -> None:
     sources = [*SOURCES, *sorted(_native.SHARED_HEADERS.glob("*.h"))]
-    found = [
-        f"{path.name}:{number}: {match.group(0)}"
-        for path in sources
-        for number, line in code_lines(path)
-        for match in IOSTREAM_FORMATTING.finditer(line)
-    ]
+    found = [f"{path.name}:{number}: {what}" for path in sources for number, what in iostream_formatting(path)]
     assert found == []
     checks = sum(line.count("EMBREG_CHECK(") for path in SOURCES for _, line in code_lines(path))
     assert checks >= 30
@@ -46,8 +48,7 @@ def test_no_kernel_formats_a_message_through_an_iostream() -> None:
 def test_the_rule_finds_torch_check_and_streams(tmp_path) -> None:
     sample = tmp_path / "k.cpp"
     sample.write_text('TORCH_CHECK(n > 0, "n ", n);  // TORCH_CHECK in a comment is fine\nstd::ostringstream s;\n')
-    hits = [match.group(0) for _, line in code_lines(sample) for match in IOSTREAM_FORMATTING.finditer(line)]
-    assert hits == ["TORCH_CHECK", "std::ostringstream"]
+    assert [what for _, what in iostream_formatting(sample)] == ["TORCH_CHECK", "std::ostringstream"]
 
 
 def test_every_bound_function_is_guarded() -> None:

@@ -11,9 +11,9 @@ import torch
 
 from embreg import cli
 from embreg.cli import main
+from embreg.config import to_dict
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
-from embreg.config import to_dict
 from embreg.recipes.resume_check import check_resume, epochs_change_problem, extends_finished_run, refused_differences
 from embreg.recipes.run import run_seeds, run_single
 from embreg.train.run_dir import RUN_RECORD, RunDirectory, RunDirectoryInUseError
@@ -160,7 +160,10 @@ def test_resume_with_a_changed_config_is_refused_before_anything_is_written(
 
 
 def test_the_refusal_names_both_values(finished_run):
-    with pytest.raises(ConfigError, match=r"in model\.l2: 0\.1113\d* in the run, 0\.5 now; train\.lr: 0\.000734\d* in the run, 0\.05 now\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"in model\.l2: 0\.1113\d* in the run, 0\.5 now; train\.lr: 0\.000734\d* in the run, 0\.05 now\.",
+    ):
         check_resume(
             RunDirectory(finished_run),
             load_recipe("mf", [*QUICK, "train.lr=0.05", "model.l2=0.5"]),

@@ -35,7 +35,9 @@ def test_a_checkpoint_of_another_model_shape_is_refused_before_loading(tmp_path,
     (tmp_path / "metrics.json").unlink()
     other = _trainer(synthetic_ratings, tmp_path, dim=8, epochs=3)
     weights = other.model.state_dict()["user_embedding.weight"].clone()
-    with pytest.raises(ConfigError, match=r"holds another model: .*\(30, 4\) in the checkpoint, \(30, 8\) in the model"):
+    with pytest.raises(
+        ConfigError, match=r"holds another model: .*\(30, 4\) in the checkpoint, \(30, 8\) in the model"
+    ):
         other.fit(resume=True)
     assert torch.equal(other.model.state_dict()["user_embedding.weight"], weights)  # nothing was loaded
     assert not (tmp_path / "metrics.json").exists()

@@ -4,8 +4,11 @@ A run builds, in this order: the task's data (:meth:`TaskAdapter.prepare`), the 
 the model (given its transforms and its tables), the objective, the regularisers, then trains with
 :class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
-``train.keep_checkpoints`` says), ``metrics.json`` and ``report.md``. A finished seed is recognised by its
-``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
+``train.keep_checkpoints`` says), ``metrics.json``, ``report.md`` and ``run.json`` (layout and world size). A
+directory belongs to one run: another run's files there are refused unless the run resumes them or overwrites
+them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume must be the same run
+(:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
+``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run; more ``train.epochs`` extend finished seeds.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
 :class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
 table or W&B (:mod:`embreg.train.loggers`). Under ``torchrun`` every process trains its shard, and rank 0 alone holds

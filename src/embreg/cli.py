@@ -1,6 +1,6 @@
 """The ``embreg`` command line.
 
-embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume]
+embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume | --overwrite]
 torchrun --nproc_per_node=N --no-python embreg run RECIPE ...   (data-parallel: embreg.train.distributed)
 embreg show RECIPE|FILE.yaml [--set key=value ...]
 embreg list [--json]
@@ -13,6 +13,7 @@ embreg demo [--seeds N] [--out DIR]
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 import time
 from collections.abc import Sequence
@@ -22,7 +23,8 @@ from embreg.errors import EmbregError, TrainingError
 
 
 def _default_out(name: str) -> Path:
-    return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``runs/<name>-<date>-<time>-<6 random hex digits>``: unique also for runs started in the same second."""
+    return Path("runs") / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 PLURALS = {"analysis": "analyses", "index_transform": "index transforms"}
@@ -49,9 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         # every rank writes to the directory rank 0 names (a default name holds a time stamp)
         out = broadcast_from_main(Path(args.out) if args.out else _default_out(recipe.name), env)
         if args.seeds > 1:
-            summary = run_seeds(recipe, out, args.seeds, resume=args.resume)
+            summary = run_seeds(recipe, out, args.seeds, resume=args.resume, overwrite=args.overwrite)
         else:
-            result = run_single(recipe, out, resume=args.resume)
+            result = run_single(recipe, out, resume=args.resume, overwrite=args.overwrite)
     if not env.is_main:
         return 0
     if args.seeds > 1:
@@ -188,8 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     run.add_argument("--seeds", type=positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
-    run.add_argument("--out", help="run directory (default runs/<recipe>-<time>)")
-    run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    run.add_argument("--out", help="run directory (default runs/<recipe>-<time>-<random>); one run's alone")
+    again = run.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (its config must match, but for more epochs, device, precision, loggers ...)",
+    )
+    again.add_argument(
+        "--overwrite", action="store_true", help="delete the run in --out first (only a run's own files are deleted)"
+    )
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a recipe with every default filled in (YAML)")

@@ -4,8 +4,11 @@ A run builds, in this order: the task's data (:meth:`TaskAdapter.prepare`), the 
 the model (given its transforms and its tables), the objective, the regularisers, then trains with
 :class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
-``train.keep_checkpoints`` says), ``metrics.json`` and ``report.md``. A finished seed is recognised by its
-``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
+``train.keep_checkpoints`` says), ``metrics.json``, ``report.md`` and ``run.json`` (layout and world size). A
+directory belongs to one run: another run's files there are refused unless the run resumes them or overwrites
+them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume must be the same run
+(:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
+``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run; more ``train.epochs`` extend finished seeds.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
 :class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
 table or W&B (:mod:`embreg.train.loggers`). Under ``torchrun`` every process trains its shard, and rank 0 alone holds
@@ -23,16 +26,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from embreg.config import to_dict
-from embreg.errors import ConfigError, DataError
+from embreg.errors import ConfigError, DataError, EmbregError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
+from embreg.recipes.resume_check import check_resume, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.loggers import RunLoggers, build_loggers
@@ -162,30 +166,76 @@ def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
     return {"model_parameters": sum(p.numel() for p in model.parameters()), "embedding_parameters": tables}
 
 
-def _finished(run_dir: Path | None) -> dict[str, Any] | None:
-    metrics = RunDirectory(run_dir).read_metrics() if run_dir is not None else None
-    return metrics if metrics is not None and FINISHED_KEY in metrics else None
+def _finished(run_dir: Path | None, recipe: Recipe | None = None) -> dict[str, Any] | None:
+    """The metrics of the finished run in ``run_dir`` (``None``: not finished, or ``recipe`` extends it)."""
+    files = RunDirectory(run_dir) if run_dir is not None else None
+    metrics = files.read_metrics() if files is not None else None
+    if files is None or metrics is None or FINISHED_KEY not in metrics:
+        return None
+    return None if recipe is not None and extends_finished_run(files, to_dict(recipe)) else metrics
+
+
+def _checked_on_main(check: Callable[[], None]) -> None:
+    """Runs ``check`` on rank 0 and raises its error on every rank (alone: just runs it)."""
+    env = current()
+    if not env.active:
+        check()
+        return
+    error: EmbregError | None = None
+    if env.is_main:
+        try:
+            check()
+        except EmbregError as exc:
+            error = exc
+    error = broadcast_from_main(error, env)
+    if error is not None:
+        raise error
+
+
+def _claim(files: RunDirectory, recipe: Recipe, *, layout: str, resume: bool, overwrite: bool) -> None:
+    """The run directory's checks before anything is written: ownership (:meth:`RunDirectory.claim`), then, on
+    resume, the stored config, layout and world size (:func:`embreg.recipes.resume_check.check_resume`)."""
+    files.claim(resume=resume, overwrite=overwrite)
+    if resume:
+        check_resume(files, recipe, layout=layout, world_size=current().world_size)
 
 
 def run_single(
-    recipe: Recipe, out_dir: str | Path | None, *, resume: bool = False, prepared: Any | None = None
+    recipe: Recipe,
+    out_dir: str | Path | None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    prepared: Any | None = None,
 ) -> FitResult:
     """Trains ``recipe`` once with ``train.seed``; see the module docstring for what ``out_dir`` receives.
 
     Args:
         recipe: the recipe.
-        out_dir: the run directory (``None``: keep nothing on disk).
-        resume: continue an interrupted run in ``out_dir``; a finished one is returned as it is.
+        out_dir: the run directory (``None``: keep nothing on disk). It must hold no other run's files, unless
+            ``resume`` or ``overwrite`` says what to do with them.
+        resume: continue the run in ``out_dir`` (it starts afresh where there is none). Its stored config must
+            match ``recipe`` but for the keys :mod:`embreg.recipes.resume_check` allows; a finished run is
+            returned as it is, unless ``train.epochs`` grew and it had used up its epochs: then it trains them.
+        overwrite: delete the run in ``out_dir`` first (refused where ``out_dir`` holds files no run writes).
         prepared: the task's data, to share it between seeds (prepared from the recipe when ``None``).
 
     Raises:
         RunDirectoryLockedError: another run is writing into ``out_dir`` (it holds ``out_dir/.lock`` for its whole
             run); nothing is written.
+        RunDirectoryInUseError: ``out_dir`` holds another run's files and neither ``resume`` nor ``overwrite`` is
+            set, or ``overwrite`` meets files that are not a run's; nothing is written or deleted.
+        ConfigError: ``resume`` and ``overwrite`` together, or a resume that is not the same run (a config key that
+            may not change, another layout or world size, more epochs without ``last.safetensors``); nothing is
+            written.
     """
     main = current().is_main  # under DDP only rank 0 writes, so only it locks and logs
     with contextlib.ExitStack() as stack:
         if out_dir is not None and main:
             stack.enter_context(RunDirectory(out_dir).lock())
+        if out_dir is not None:
+            files = RunDirectory(out_dir)
+            _checked_on_main(lambda: _claim(files, recipe, layout="single", resume=resume, overwrite=overwrite))
         loggers = stack.enter_context(
             build_loggers(
                 recipe.train.log_to if main else [],
@@ -203,13 +253,14 @@ def _run_single(
     env = current()
     run_dir = Path(out_dir) if out_dir is not None else None
     files = RunDirectory(run_dir) if run_dir is not None else None
-    done = broadcast_from_main(_finished(run_dir) if resume else None, env)  # every rank decides alike
+    done = broadcast_from_main(_finished(run_dir, recipe) if resume else None, env)  # every rank decides alike
     if done is not None and files is not None:
         return FitResult(metrics=done, history=files.read_history())
     started = time.perf_counter()
     built = build_run(recipe, prepared)
     if files is not None and env.is_main:
         files.write_config(to_dict(recipe))
+        files.write_run_record(run_record("single", env.world_size))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
     trainer = built.trainer(run_dir, loggers.callbacks())
@@ -236,24 +287,33 @@ def _run_single(
     return FitResult(metrics=metrics, history=result.history)
 
 
-def run_seeds(recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool = False) -> dict[str, dict]:
+def run_seeds(
+    recipe: Recipe, out_dir: str | Path, seeds: int, *, resume: bool = False, overwrite: bool = False
+) -> dict[str, dict]:
     """Runs seeds ``train.seed .. train.seed + seeds - 1`` into ``out_dir/seed-<s>``; writes ``summary.json``.
 
-    The task's data is prepared once and shared by every seed. With ``resume`` finished seeds are read back.
+    The task's data is prepared once and shared by every seed. With ``resume`` finished seeds are read back (so
+    ``seeds`` may grow), once the stored config of the series, and then of each seed, is checked against
+    ``recipe`` as :func:`run_single` checks it; with ``overwrite`` the earlier run in ``out_dir`` is deleted first.
     ``out_dir`` is locked for the whole series and each seed's directory for its run
     (:class:`~embreg.errors.RunDirectoryLockedError` when another run holds either).
+
+    Raises:
+        RunDirectoryInUseError, ConfigError: as :func:`run_single`, for ``out_dir`` as a whole.
     """
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError(f"seeds={seeds!r} must be an integer >= 1")
     shared: list[Any] = []
 
     def run_one(seed_recipe: Recipe, seed_dir: Path) -> FitResult:
-        if not shared and not (resume and _finished(seed_dir)):
+        if not shared and not (resume and _finished(seed_dir, seed_recipe)):
             seed_everything(recipe.train.seed)
             shared.append(recipe.adapter.prepare(recipe))
         return run_single(seed_recipe, seed_dir, resume=resume, prepared=shared[0] if shared else None)
 
-    with RunDirectory(out_dir).lock() if current().is_main else contextlib.nullcontext():
+    files = RunDirectory(out_dir)
+    with files.lock() if current().is_main else contextlib.nullcontext():
+        _checked_on_main(lambda: _claim(files, recipe, layout="seeds", resume=resume, overwrite=overwrite))
         return run_seed_series(recipe, out_dir, seeds, run_one)
 
 

@@ -2,7 +2,9 @@
 
 Each seed ``train.seed + i`` trains into ``out_dir/seed-<seed>``; ``summary.json`` (mean, std, median, min, max
 and the raw values of every metric, :func:`embreg.train.stats.summarize_runs`) is rewritten after every seed, so a
-partial run has a summary too, and ``report.md`` and ``config.yaml`` are written at the end.
+partial run has a summary too. ``config.yaml`` and ``run.json`` (layout ``seeds``, world size) are written first,
+``report.md`` at the end; whether the directory may be written at all is the caller's check
+(:func:`embreg.recipes.run.run_seeds`).
 
 Example:
     >>> from embreg.recipes import load_recipe
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from embreg.config import to_dict
+from embreg.recipes.resume_check import run_record
 from embreg.train.distributed import current
 from embreg.train.run_dir import RunDirectory
 from embreg.train.stats import summarize_runs
@@ -34,16 +37,19 @@ def run_seed_series(
 
     Args:
         cfg: a recipe config with ``name``, ``description`` and ``train.seed``.
-        out_dir: the directory for ``seed-<s>/`` sub-directories, ``summary.json``, ``report.md``, ``config.yaml``.
+        out_dir: the directory for ``seed-<s>/`` sub-directories, ``summary.json``, ``report.md``, ``config.yaml``,
+            ``run.json``.
         seeds: number of seeds, >= 1.
         run_one: trains one seed's config into its directory (resume and shared data are its business).
     """
     if seeds < 1:
         raise ValueError(f"seeds={seeds} must be >= 1")
     out = RunDirectory(out_dir)
-    writes = current().is_main  # under DDP rank 0 alone writes
+    env = current()
+    writes = env.is_main  # under DDP rank 0 alone writes
     if writes:
         out.write_config(to_dict(cfg))
+        out.write_run_record(run_record("seeds", env.world_size))
     metrics = []
     summary: dict[str, dict] = {}
     for i in range(seeds):

@@ -12,6 +12,7 @@ A single-seed run directory holds:
 ``report.md``          a short human-readable report
 ``metrics.csv``        the history as a table, when ``train.log_to`` lists ``csv`` (:mod:`embreg.train.loggers`)
 ``tensorboard/``       TensorBoard event files, when ``train.log_to`` lists ``tensorboard``
+``run.json``           how the run was started: its layout (``single`` or ``seeds``) and world size
 ``.lock``              present while a run writes here (:meth:`RunDirectory.lock`)
 =====================  =============================================================================
 
@@ -19,7 +20,9 @@ A multi-seed run directory holds ``seed-<s>/`` run directories plus ``config.yam
 median, min, max and values of every metric) and ``report.md``. Every file is written atomically
 (:mod:`embreg.train.checkpoint`); checkpoints are safetensors files whose loading never runs code. One run writes
 into a directory at a time: :meth:`RunDirectory.lock` refuses a second one with
-:class:`~embreg.errors.RunDirectoryLockedError` instead of letting their files interleave.
+:class:`~embreg.errors.RunDirectoryLockedError` instead of letting their files interleave. A directory belongs to
+one run: :meth:`RunDirectory.claim` refuses to start a run where another run's files are, unless the run continues
+them (``resume``) or empties the directory first (``overwrite``, which never deletes files that are not a run's).
 
 Example:
     >>> import tempfile
@@ -34,6 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +47,7 @@ import torch
 import yaml
 
 from embreg._locking import hold_lock
-from embreg.errors import DataError, RunDirectoryLockedError
+from embreg.errors import ConfigError, DataError, RunDirectoryLockedError
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
 
 __all__ = [
@@ -58,7 +63,10 @@ __all__ = [
     "LOCK",
     "METRICS_CSV",
     "TENSORBOARD_DIR",
+    "RUN_RECORD",
+    "RUN_ENTRIES",
     "RunDirectoryLockedError",
+    "RunDirectoryInUseError",
 ]
 
 CONFIG = "config.yaml"
@@ -73,6 +81,34 @@ METRICS_CSV = "metrics.csv"
 TENSORBOARD_DIR = "tensorboard"
 LEGACY_LAST_CHECKPOINT = "last.pt"
 """Pickle checkpoints of older versions: recognised so a resume can refuse them clearly, never loaded."""
+RUN_RECORD = "run.json"
+RUN_ENTRIES = frozenset(
+    {
+        CONFIG,
+        HISTORY,
+        METRICS,
+        REPORT,
+        SUMMARY,
+        LAST_CHECKPOINT,
+        BEST_CHECKPOINT,
+        LEGACY_LAST_CHECKPOINT,
+        METRICS_CSV,
+        TENSORBOARD_DIR,
+        RUN_RECORD,
+        "split.json",
+        "corpus.json",
+        "wandb",
+        "wandb.json",
+    }
+)
+"""The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""
+_SEED_DIR = re.compile(r"seed-\d+")
+
+
+class RunDirectoryInUseError(ConfigError):
+    """A run was started in a directory that holds another run's files, without ``resume`` or ``overwrite``; or
+    ``overwrite`` was asked of a directory that holds files which are not a run's."""
+
 
 Checkpoint = Literal["best", "last"]
 
@@ -136,6 +172,141 @@ class RunDirectory:
             if not existed:  # a run that failed before writing anything leaves no empty directory behind
                 with contextlib.suppress(OSError):
                     self.path.rmdir()  # only an empty directory can be removed
+
+    # -- ownership -----------------------------------------------------------------------------------------------
+    def run_entries(self) -> list[str]:
+        """The entries here that a run wrote (sorted; directories end in ``/``), ``.lock`` left out.
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     run = RunDirectory(d)
+            ...     _ = run.write_metrics({"test_rmse": 0.9})
+            ...     _ = run.seed(1).write_metrics({"test_rmse": 0.8})
+            ...     run.run_entries()
+            ['metrics.json', 'seed-1/']
+        """
+        if not self.path.is_dir():
+            return []
+        return sorted(_entry_name(p) for p in self.path.iterdir() if _is_run_entry(p))
+
+    def foreign_entries(self) -> list[str]:
+        """The entries here (and in ``seed-<s>/`` directories) that no run writes: what ``overwrite`` keeps.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     _ = RunDirectory(d).write_config({"name": "mf"})
+            ...     _ = (pathlib.Path(d) / "notes.txt").write_text("mine")
+            ...     RunDirectory(d).foreign_entries()
+            ['notes.txt']
+        """
+        if not self.path.is_dir():
+            return []
+        found: list[str] = []
+        for entry in sorted(self.path.iterdir()):
+            if entry.name == LOCK:
+                continue
+            if _SEED_DIR.fullmatch(entry.name) and entry.is_dir():
+                found += [f"{entry.name}/{name}" for name in RunDirectory(entry).foreign_entries()]
+            elif not _is_run_entry(entry):
+                found.append(_entry_name(entry))
+        return found
+
+    def claim(self, *, resume: bool = False, overwrite: bool = False) -> None:
+        """Makes sure that a run may write here: the directory is free of another run's files, or the run continues
+        them (``resume``), or they are deleted first (``overwrite``). Call it while holding :meth:`lock`.
+
+        ``overwrite`` deletes only what a run writes (:data:`RUN_ENTRIES` and ``seed-<s>/`` directories), and only
+        when nothing else is here: a directory holding any other file (a mistyped ``--out ~``, a project folder) is
+        refused, naming those files, and left untouched. Files of no run, without ``overwrite``, are left alone and
+        the run writes beside them. ``.lock`` is never deleted (the caller holds it).
+
+        Args:
+            resume: the run continues the run that is here (its config is checked elsewhere,
+                :mod:`embreg.recipes.resume_check`).
+            overwrite: delete the run that is here before starting.
+
+        Raises:
+            ConfigError: both ``resume`` and ``overwrite``.
+            RunDirectoryInUseError: another run's files are here and neither ``resume`` nor ``overwrite`` was
+                given (the message names them and both ways on), or ``overwrite`` meets files that are not a run's.
+
+        Example:
+            >>> import tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     _ = RunDirectory(d).write_metrics({"test_rmse": 0.9})
+            ...     try:
+            ...         RunDirectory(d).claim()
+            ...     except RunDirectoryInUseError as error:
+            ...         print("refused:", "--overwrite" in str(error))
+            ...     RunDirectory(d).claim(overwrite=True)
+            ...     RunDirectory(d).run_entries()
+            refused: True
+            []
+        """
+        if resume and overwrite:
+            raise ConfigError(
+                "resume and overwrite exclude each other: resume continues the run in the directory, overwrite "
+                "deletes it first; choose one"
+            )
+        there = self.run_entries()
+        if not there or resume:
+            return
+        if not overwrite:
+            raise RunDirectoryInUseError(
+                f"run directory {self.path} already holds another run's files ({', '.join(there)}); a run directory "
+                "belongs to one run. Continue that run with --resume (resume=True; its config is checked against "
+                "this one), delete it first with --overwrite (overwrite=True), or choose another directory"
+            )
+        foreign = self.foreign_entries()
+        if foreign:
+            shown = ", ".join(foreign[:10]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 10 else "")
+            raise RunDirectoryInUseError(
+                f"--overwrite (overwrite=True) refuses to empty {self.path}: besides a run's files it holds files no "
+                f"run writes ({shown}). Nothing was deleted; choose another directory, or remove them yourself"
+            )
+        for name in there:
+            entry = self.path / name.rstrip("/")
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def write_run_record(self, record: Mapping[str, Any]) -> Path:
+        """``run.json``: how the run was started (``layout``, ``world_size``), compared when it is resumed."""
+        return atomic_write_json(self.file(RUN_RECORD), dict(record))
+
+    def read_run_record(self) -> dict[str, Any] | None:
+        """``run.json`` (``None`` when the directory has none, e.g. a run of an older version).
+
+        Raises:
+            DataError: the file is not valid JSON.
+        """
+        path = self.file(RUN_RECORD)
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} is not valid JSON ({exc})") from exc
+
+    def read_config(self) -> dict[str, Any] | None:
+        """``config.yaml`` as a mapping (``None`` when there is none).
+
+        Raises:
+            DataError: the file is not a YAML mapping.
+        """
+        path = self.file(CONFIG)
+        if not path.is_file():
+            return None
+        try:
+            config = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise DataError(f"{path} is not valid YAML ({exc})") from exc
+        if not isinstance(config, dict):
+            raise DataError(f"{path} holds no config mapping (found {type(config).__name__})")
+        return config
 
     # -- plain files ---------------------------------------------------------------------------------------------
     def write_config(self, config: Mapping[str, Any]) -> Path:
@@ -218,3 +389,14 @@ class RunDirectory:
         dropped: dict[str, tuple[Checkpoint, ...]] = {"none": ("best", "last"), "best": ("last",), "all": ()}
         for which in dropped[keep]:
             self.file(self.checkpoint_name(which)).unlink(missing_ok=True)
+
+
+def _is_run_entry(entry: Path) -> bool:
+    """A file a run writes, or a ``seed-<s>/`` directory holding one (not one that holds only a ``.lock``)."""
+    if entry.name in RUN_ENTRIES:
+        return True
+    return bool(_SEED_DIR.fullmatch(entry.name)) and entry.is_dir() and bool(RunDirectory(entry).run_entries())
+
+
+def _entry_name(entry: Path) -> str:
+    return f"{entry.name}/" if entry.is_dir() and not entry.is_symlink() else entry.name

@@ -34,6 +34,7 @@ from embreg.train.distributed import (
 )
 from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
+from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import rank_seed, seed_everything
 
@@ -261,7 +262,8 @@ class Trainer:
         """Trains until ``epochs`` or early stopping; with ``resume`` continues from ``run_dir/last.safetensors``.
 
         A resumed run that had used up its epochs continues when ``epochs`` is now larger; one that stopped early
-        only reports its results again.
+        only reports its results again (a run with the larger budget would have stopped at the same epoch). The
+        checkpoint must fit: fewer ``epochs`` than it has trained, or a model of another shape, is refused.
 
         Afterwards the model holds the weights of the best epoch.
 
@@ -269,6 +271,8 @@ class Trainer:
             DataError: with ``resume``, the checkpoint is corrupt or not an embreg checkpoint, or the run directory
                 holds only an old pickle ``last.pt`` (never loaded: unpickling can run code), so the run must
                 start afresh.
+            ConfigError: with ``resume``, the checkpoint has trained more epochs than ``epochs``, or holds a model
+                whose parameters differ in names or shapes from this one (nothing is loaded).
         """
         if resume:
             self._restore()
@@ -479,6 +483,7 @@ class Trainer:
         state = self._files.load_checkpoint("last", map_location="cpu")
         if state is None:
             return
+        check_resumable(state, self.epochs, self.model, self._files.file(LAST_CHECKPOINT))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])

@@ -1,0 +1,56 @@
+"""A trainer resumes only from a checkpoint that fits it: same model shapes, no more epochs trained than it has."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from embreg.errors import ConfigError
+from embreg.models import BiasedMF
+from embreg.train.batches import TensorBatches
+from embreg.train.evaluation import RatingEvaluator
+from embreg.train.optim import optimizer_factory
+from embreg.train.resume import check_resumable
+from embreg.train.seeding import seed_everything
+from embreg.train.trainer import Trainer
+
+
+def _trainer(data, run_dir, *, dim=4, epochs=2):
+    seed_everything(0)
+    model = BiasedMF.build(30, 40, dim, global_mean=3.0)
+    evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
+    return Trainer(
+        model,
+        optimizer_factory("adam", 0.01),
+        TensorBatches(data, 128, seed=0),
+        evaluator,
+        epochs=epochs,
+        run_dir=run_dir,
+        progress=False,
+    )
+
+
+def test_a_checkpoint_of_another_model_shape_is_refused_before_loading(tmp_path, synthetic_ratings):
+    _trainer(synthetic_ratings, tmp_path).fit()
+    (tmp_path / "metrics.json").unlink()
+    other = _trainer(synthetic_ratings, tmp_path, dim=8, epochs=3)
+    weights = other.model.state_dict()["user_embedding.weight"].clone()
+    with pytest.raises(
+        ConfigError, match=r"holds another model: .*\(30, 4\) in the checkpoint, \(30, 8\) in the model"
+    ):
+        other.fit(resume=True)
+    assert torch.equal(other.model.state_dict()["user_embedding.weight"], weights)  # nothing was loaded
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_checkpoint_that_trained_more_epochs_is_refused(tmp_path, synthetic_ratings):
+    _trainer(synthetic_ratings, tmp_path, epochs=3).fit()
+    with pytest.raises(ConfigError, match=r"has trained 3 epochs, more than epochs=2"):
+        _trainer(synthetic_ratings, tmp_path, epochs=2).fit(resume=True)
+
+
+def test_a_fitting_checkpoint_passes():
+    model = torch.nn.Linear(2, 3)
+    check_resumable({"model": model.state_dict(), "next_epoch": 3}, 3, model, "last.safetensors")
+    with pytest.raises(ConfigError, match=r"bias: absent in the checkpoint, \(3,\) in the model"):
+        check_resumable({"model": {"weight": model.weight}, "next_epoch": 0}, 3, model, "x")

@@ -175,7 +175,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from embreg.demo import run_demo
 
     out = Path(args.out) if args.out else _default_out("demo")
-    text = run_demo(out, seeds=args.seeds, workers=args.workers)
+    text = run_demo(out, seeds=args.seeds, workers=args.workers, overwrite=args.overwrite)
     print()
     print(text, end="")
     print(f"\nrun directories and this table (demo.md): {out}")
@@ -244,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seeds", type=positive_int, default=5)
     demo.add_argument("--workers", type=positive_int, default=2, help="runs trained at a time")
     demo.add_argument("--out")
+    demo.add_argument("--overwrite", action="store_true", help="delete an earlier demo in --out first")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -63,9 +63,14 @@ def _train(recipe: str, seed_dir: str, seed: int) -> dict:
     return run_single(load_recipe(recipe, overrides), seed_dir).metrics
 
 
-def run_demo(out: Path, seeds: int = 5, workers: int = 2, echo=print) -> str:
+def run_demo(out: Path, seeds: int = 5, workers: int = 2, echo=print, *, overwrite: bool = False) -> str:
     """Trains every recipe of :data:`COMPARISONS` for ``seeds`` seeds into ``out/<recipe>/seed-<s>`` and returns
-    the markdown tables (also written to ``out/demo.md``)."""
+    the markdown tables (also written to ``out/demo.md``).
+
+    Raises:
+        RunDirectoryInUseError: ``out`` holds an earlier demo and ``overwrite`` is false (nothing is trained).
+    """
+    _claim_demo_dir(out, overwrite)
     jobs = [(recipe, seed) for c in COMPARISONS for recipe in (c.baseline, *c.techniques) for seed in range(seeds)]
     echo(f"training {len({r for r, _ in jobs})} recipes x {seeds} seeds = {len(jobs)} runs, {workers} at a time ...")
     metrics: dict[str, list[dict]] = {}
@@ -164,6 +169,31 @@ def _section(comparison: Comparison, out: Path, metrics: dict[str, list[dict]], 
         "batch size; median of 15 interleaved rounds, one thread).",
     ]
     return "\n".join(lines)
+
+
+def _claim_demo_dir(out: Path, overwrite: bool) -> None:
+    """Refuses an ``out`` that holds an earlier demo's files, or deletes them first with ``overwrite``.
+
+    Only the demo's own entries (``demo.md`` and one folder per recipe of :data:`COMPARISONS`) count and are deleted.
+    """
+    import shutil
+
+    from embreg.train.run_dir import RunDirectoryInUseError
+
+    recipes = [recipe for c in COMPARISONS for recipe in (c.baseline, *c.techniques)]
+    there = [path for path in (out / "demo.md", *(out / recipe for recipe in recipes)) if path.exists()]
+    if not there:
+        return
+    if not overwrite:
+        names = ", ".join(path.name for path in there)
+        raise RunDirectoryInUseError(
+            f"{out} holds an earlier demo ({names}): choose another --out, or pass --overwrite to delete it first"
+        )
+    for path in there:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _summary_dir(out: Path, recipe: str, runs: list[dict]) -> Path:

@@ -13,9 +13,9 @@ from embreg.recipes.tasks import RUN_METRICS
 
 
 def _one_recipe_per_task() -> dict[str, str]:
-    """The first shipped recipe (by name) of every task the shipped recipes use."""
+    """The shortest-named (plainest) shipped recipe of every task the shipped recipes use."""
     chosen: dict[str, str] = {}
-    for name in sorted(list_recipes()):
+    for name in sorted(list_recipes(), key=lambda n: (len(n), n)):
         chosen.setdefault(load_recipe(name).task, name)
     return chosen
 

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, TrainingError
+from embreg.studies.checks import check_study_metrics
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
 
@@ -292,7 +293,7 @@ def planned_runs(spec: StudySpec) -> int:
         >>> from embreg.studies.spec import StudySpec
         >>> spec = StudySpec.from_mapping({"name": "d", "title": "t", "paper": "p", "metrics": ["test_rmse"],
         ...     "variants": {"A": {"recipe": "mf"}, "B": {"recipe": "mf"}}, "seeds": 3,
-        ...     "tune": {"space": {"model.l2": [0.0, 0.1]}, "seeds": 2}})
+        ...     "tune": {"method": "grid", "space": {"model.l2": [0.0, 0.1]}, "seeds": 2}})
         >>> planned_runs(spec)  # 2 variants x (2 settings x 2 seeds + 3 seeds)
         14
     """
@@ -556,13 +557,15 @@ class _Cell:
 
 
 def _check(spec: StudySpec, extra: Sequence[str]) -> None:
-    """Loads every variant's recipe at every point (and each tuned value once) so a typo fails before training."""
+    """Loads every variant's recipe at every point (and each tuned value once) so a typo fails before training;
+    checks the study's metric names against what each variant's task reports (:mod:`embreg.studies.checks`)."""
     from embreg.recipes import load_recipe
 
     first = spec.seed_start
     for variant, vspec in spec.variants.items():
         for point in [p for p in spec.points() if spec.includes(variant, p)]:
-            load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
+            recipe = load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
+            check_study_metrics(spec, {variant: recipe})
         if spec.tune is not None and spec.tune.method == "grid":
             for key, values in spec.tune.space_for(variant).items():
                 for value in values:

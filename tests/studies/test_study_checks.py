@@ -141,3 +141,20 @@ def test_the_logged_runs_report_only_declared_metrics(name):
     for record in RunLog(log).read():
         declared = set(recipes[record.variant].adapter.metric_names(recipes[record.variant]))
         assert set(record.metrics) - {"history"} - declared == set(), (record.variant, record.seed)
+
+
+def test_study_runs_train_without_their_own_progress_bars(tmp_path, monkeypatch):
+    from embreg.train.trainer import FitResult
+
+    progress: list[bool] = []
+
+    def fake(recipe, out_dir, **kwargs):
+        progress.append(recipe.train.progress)
+        return FitResult(metrics={"val_rmse": 1.0, "test_rmse": 1.0, "test_mae": 1.0}, history=[])
+
+    monkeypatch.setattr(run_module, "run_single", fake)
+    text = TINY.replace("train.progress=false, ", "")
+    assert "progress" not in text
+    records = run_study(load_study(write_study(tmp_path, text)), tmp_path / "logs" / "tiny.jsonl", progress=False)
+    assert progress and not any(progress)
+    assert all("train.progress=false" not in r.overrides for r in records)  # the log's overrides are the study's

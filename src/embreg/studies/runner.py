@@ -357,12 +357,15 @@ def _plain(value: Any) -> Any:
 
 
 def execute(recipe: str, overrides: Sequence[str]) -> tuple[dict[str, Any], float, dict[str, Any]]:
-    """Trains one run (``run_single(load_recipe(recipe, overrides), None)``): its metrics, seconds and machine."""
+    """Trains one run (``run_single(load_recipe(recipe, overrides), None)``): its metrics, seconds and machine.
+
+    The run's own progress bars stay off (the study shows one bar over its runs); that changes nothing it computes.
+    """
     from embreg.recipes import load_recipe
     from embreg.recipes import run as run_module
 
     started = time.perf_counter()
-    loaded = load_recipe(recipe, list(overrides))
+    loaded = load_recipe(recipe, [*overrides, "train.progress=false"])
     result = run_module.run_single(loaded, None)
     seconds = time.perf_counter() - started
     metrics = {key: _plain(value) for key, value in result.metrics.items()}

@@ -141,7 +141,6 @@ class _TextTask(TaskAdapter):
         "clip_norm": 1.0,
         "patience": None,
         "keep_checkpoints": "none",
-        "progress": False,
     }
 
     def prepare(self, recipe) -> PreparedText:

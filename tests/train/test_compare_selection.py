@@ -24,7 +24,9 @@ RATING = {
 DATA = {"dataset": "ml-100k", "max_rows": None, "split": [0.8, 0.1, 0.1]}
 
 
-def _run(folder: Path, metrics: dict, task: str = "rating", data: dict | None = None, split: dict | None = None) -> Path:
+def _run(
+    folder: Path, metrics: dict, task: str = "rating", data: dict | None = None, split: dict | None = None
+) -> Path:
     folder.mkdir(parents=True)
     (folder / "metrics.json").write_text(json.dumps(metrics))
     (folder / "config.yaml").write_text(yaml.safe_dump({"name": folder.name, "task": task, "data": data or DATA}))

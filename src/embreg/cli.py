@@ -137,8 +137,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from embreg.train.compare import compare_runs, format_markdown
 
     metrics = args.metrics.split(",") if args.metrics else None
-    selection = "test" if args.all else "headline"
-    result = compare_runs([Path(d) for d in args.dirs], baseline=args.baseline, metrics=metrics, selection=selection)
+    dirs = [Path(d) for d in args.dirs]
+    result = compare_runs(dirs, baseline=args.baseline, metrics=metrics, selection="test" if args.all else "headline")
     for warning in result.warnings:
         print(f"embreg: warning: {warning}", file=sys.stderr)
     text = format_markdown(result)

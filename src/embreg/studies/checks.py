@@ -55,9 +55,9 @@ def check_study_metrics(spec: StudySpec, recipes: Mapping[str, Any]) -> None:
         for variant, recipe in recipes.items():
             _check_one(spec, "metrics", metric, variant, recipe)
     for index, claim in enumerate(spec.claims):
-        for variant in (claim.variant, claim.baseline or spec.baseline):
-            if variant in recipes:
-                _check_one(spec, f"claims[{index}] ({claim.text!r})", claim.metric, variant, recipes[variant])
+        for label in (claim.variant, claim.baseline or spec.baseline):
+            if label is not None and label in recipes:
+                _check_one(spec, f"claims[{index}] ({claim.text!r})", claim.metric, label, recipes[label])
     if spec.tune is not None and spec.tune.metric is not None:
         for variant, recipe in recipes.items():
             _check_one(spec, "tune.metric", spec.tune.metric, variant, recipe)

@@ -5,7 +5,7 @@ torchrun --nproc_per_node=N --no-python embreg run RECIPE ...   (data-parallel: 
 embreg show RECIPE|FILE.yaml [--set key=value ...]
 embreg list [--json]
 embreg data fetch NAME [--force]
-embreg compare DIR DIR ... [--metrics m1,m2]
+embreg compare DIR DIR ... [--metrics m1,m2 | --all]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg demo [--seeds N] [--out DIR]
 """
@@ -139,7 +139,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from embreg.train.compare import compare_runs, format_markdown
 
     metrics = args.metrics.split(",") if args.metrics else None
-    result = compare_runs([Path(d) for d in args.dirs], baseline=args.baseline, metrics=metrics)
+    dirs = [Path(d) for d in args.dirs]
+    result = compare_runs(dirs, baseline=args.baseline, metrics=metrics, selection="test" if args.all else "headline")
+    for warning in result.warnings:
+        print(f"embreg: warning: {warning}", file=sys.stderr)
     text = format_markdown(result)
     if args.full or args.boxplot:
         from embreg.train.stability import box_plot, stability_markdown
@@ -219,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser("compare", help="compare run directories (mean ± std, Welch and Mann-Whitney p)")
     compare.add_argument("dirs", nargs="+")
-    compare.add_argument("--metrics", help="comma-separated metric keys (default: all test_* metrics)")
+    compare.add_argument("--metrics", help="comma-separated metric keys (default: the task's headline test metrics)")
+    compare.add_argument("--all", action="store_true", help="every test_* metric instead of the headline ones")
     compare.add_argument("--baseline", type=int, default=0, help="index of the baseline directory")
     compare.add_argument("--out", help="also write the markdown table to this file")
     compare.add_argument(

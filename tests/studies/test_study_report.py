@@ -197,7 +197,7 @@ def test_long_tuning_tables_keep_the_best_ten(tmp_path):
         variants={"Base": {"recipe": "mf"}},
         claims=[],
         seeds=2,
-        tune={"space": {"model.l2": grid}, "metric": "val_rmse"},
+        tune={"method": "grid", "space": {"model.l2": grid}, "metric": "val_rmse"},
     )
     records = _tuned("Base", grid) + _final("Base", [1.0, 1.1], setting={"model.l2": 0.3})
     write_report(spec, records, tmp_path, command="c")
@@ -215,7 +215,7 @@ def test_a_large_grid_stays_under_300_lines(tmp_path):
         claims=[],
         grid=grid,
         seeds=2,
-        tune={"space": {"model.l2": [0.1, 0.2, 0.3, 0.4]}, "metric": "val_rmse"},
+        tune={"method": "grid", "space": {"model.l2": [0.1, 0.2, 0.3, 0.4]}, "metric": "val_rmse"},
     )
     records = []
     for dim in grid["model.dim"]:

@@ -181,9 +181,11 @@ class TrainConfig:
         index_transforms_on: where the index transforms (SSE) draw in training: ``auto`` (on the CPU batch before
             its copy when training on CUDA, inside the forward pass otherwise), ``host`` or ``device``
             (:mod:`embreg.train.host_draws`). The law of the swaps is the same; only the cost differs.
-        progress: show a progress bar.
+        progress: show progress bars on stderr, over epochs and over the steps within each epoch.
         log_to: experiment loggers fed with every epoch record and the final metrics (:mod:`embreg.train.loggers`):
             ``tensorboard`` (``<run_dir>/tensorboard/``), ``csv`` (``<run_dir>/metrics.csv``), ``wandb``.
+        log_every: ``tensorboard`` and ``csv`` also record the training loss and learning rate of every
+            ``log_every``-th step (``<run_dir>/tensorboard/steps/``, ``<run_dir>/steps.csv``).
     """
 
     epochs: int = 100
@@ -208,9 +210,10 @@ class TrainConfig:
     index_transforms_on: Literal["auto", "host", "device"] = "auto"
     progress: bool = True
     log_to: list[str] = field(default_factory=list)
+    log_every: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "num_negatives"):
+        for name in ("epochs", "batch_size", "num_negatives", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= 1")
         if self.eval_batch_size is not None and self.eval_batch_size < 1:

@@ -43,7 +43,7 @@ from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
-from embreg.train.trainer import EpochCallback, FitResult, Trainer
+from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
 from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
@@ -74,12 +74,15 @@ class BuiltRun:
         self.objective, self.regularizers = objective, regularizers
         self.batches, self.evaluator, self.context = batches, evaluator, context
 
-    def trainer(self, run_dir: Path | None, callbacks: Sequence[EpochCallback] = ()) -> Trainer:
+    def trainer(
+        self, run_dir: Path | None, callbacks: Sequence[EpochCallback] = (), step_callbacks: Sequence[StepCallback] = ()
+    ) -> Trainer:
         """The trainer of this run (the regularisers' ``prepare`` runs here, before the optimizer is built).
 
         Args:
             run_dir: the run directory (``None``: keep nothing on disk).
             callbacks: called as ``cb(trainer, record)`` after each epoch (e.g. the run's loggers).
+            step_callbacks: called as ``cb(trainer, record)`` after each step (the loggers' per-step records).
 
         Raises:
             ConfigError: the model has sparse tables (``embeddings.sparse=true``) and the train section cannot take
@@ -111,6 +114,7 @@ class BuiltRun:
             run_dir=run_dir,
             progress=t.progress,
             callbacks=list(callbacks),
+            step_callbacks=list(step_callbacks),
             device=t.device,
             precision=t.precision,
             fused_step=t.fused_step,
@@ -242,6 +246,7 @@ def run_single(
                 out_dir if main else None,
                 run_name=f"{recipe.name}-seed{recipe.train.seed}",
                 config=to_dict(recipe),
+                log_every=recipe.train.log_every,
             )
         )
         return _run_single(recipe, out_dir, resume=resume, prepared=prepared, loggers=loggers)
@@ -263,7 +268,7 @@ def _run_single(
         files.write_run_record(run_record("single", env.world_size))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
-    trainer = built.trainer(run_dir, loggers.callbacks())
+    trainer = built.trainer(run_dir, loggers.callbacks(), loggers.step_callbacks())
     result = trainer.fit(resume=resume)
     metrics = None
     if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's

@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, TrainingError
+from embreg.studies.checks import check_study_metrics
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
 
@@ -292,7 +293,7 @@ def planned_runs(spec: StudySpec) -> int:
         >>> from embreg.studies.spec import StudySpec
         >>> spec = StudySpec.from_mapping({"name": "d", "title": "t", "paper": "p", "metrics": ["test_rmse"],
         ...     "variants": {"A": {"recipe": "mf"}, "B": {"recipe": "mf"}}, "seeds": 3,
-        ...     "tune": {"space": {"model.l2": [0.0, 0.1]}, "seeds": 2}})
+        ...     "tune": {"method": "grid", "space": {"model.l2": [0.0, 0.1]}, "seeds": 2}})
         >>> planned_runs(spec)  # 2 variants x (2 settings x 2 seeds + 3 seeds)
         14
     """
@@ -356,12 +357,15 @@ def _plain(value: Any) -> Any:
 
 
 def execute(recipe: str, overrides: Sequence[str]) -> tuple[dict[str, Any], float, dict[str, Any]]:
-    """Trains one run (``run_single(load_recipe(recipe, overrides), None)``): its metrics, seconds and machine."""
+    """Trains one run (``run_single(load_recipe(recipe, overrides), None)``): its metrics, seconds and machine.
+
+    The run's own progress bars stay off (the study shows one bar over its runs); that changes nothing it computes.
+    """
     from embreg.recipes import load_recipe
     from embreg.recipes import run as run_module
 
     started = time.perf_counter()
-    loaded = load_recipe(recipe, list(overrides))
+    loaded = load_recipe(recipe, [*overrides, "train.progress=false"])
     result = run_module.run_single(loaded, None)
     seconds = time.perf_counter() - started
     metrics = {key: _plain(value) for key, value in result.metrics.items()}
@@ -556,13 +560,15 @@ class _Cell:
 
 
 def _check(spec: StudySpec, extra: Sequence[str]) -> None:
-    """Loads every variant's recipe at every point (and each tuned value once) so a typo fails before training."""
+    """Loads every variant's recipe at every point (and each tuned value once) so a typo fails before training;
+    checks the study's metric names against what each variant's task reports (:mod:`embreg.studies.checks`)."""
     from embreg.recipes import load_recipe
 
     first = spec.seed_start
     for variant, vspec in spec.variants.items():
         for point in [p for p in spec.points() if spec.includes(variant, p)]:
-            load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
+            recipe = load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
+            check_study_metrics(spec, {variant: recipe})
         if spec.tune is not None and spec.tune.method == "grid":
             for key, values in spec.tune.space_for(variant).items():
                 for value in values:

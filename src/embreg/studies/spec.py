@@ -14,7 +14,7 @@ common: [train.progress=false, train.threads=1]   # overrides of every run
 grid: {}                              # reported axes: every combination is a point of its own (e.g. budget x alpha)
 exclude: []                           # points some variants skip: {variants: [...], point: {axis: value}}
 tune:                                 # chosen per variant and point on the validation split, same budget for all
-  method: grid                        # grid (every combination of `space`) or optuna (`trials` TPE trials)
+  method: grid                        # required: grid (every combination of `space`) or optuna (`trials` TPE trials)
   space: {model.l2: [0.01, 0.03, 0.1]}
   seeds: 1                            # tuning seeds: the choice is the best mean validation value
 seeds: 10                             # final seeds of the chosen setting (seed_start, seed_start + 1, ...)
@@ -54,6 +54,7 @@ __all__ = [
     "load_study",
     "grid_points",
     "point_overrides",
+    "check_analyses",
 ]
 
 
@@ -71,7 +72,9 @@ class TuneSpec:
 
     Attributes:
         method: ``grid`` (every combination of ``space``) or ``optuna`` (``trials`` TPE trials over the recipe's
-            own ``search`` section, or over ``space`` read as ``[low, high]`` ranges).
+            own ``search`` section, or over ``space`` read as ``[low, high]`` ranges). Required: a ``tune`` section
+            without it, or a grid with no values to try (no ``space``, no ``per_variant``), is refused rather than
+            silently tuning nothing.
         space: dotted key -> values (grid) for every variant.
         per_variant: variant label -> its own space, replacing ``space`` for that variant.
         trials: optuna only.
@@ -79,7 +82,7 @@ class TuneSpec:
         metric: validation metric (``null``: the recipe's monitor); direction from the metric's name.
     """
 
-    method: Literal["grid", "optuna"] = "grid"
+    method: Literal["grid", "optuna"] | None = None
     space: dict[str, list[Any]] = field(default_factory=dict)
     per_variant: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     trials: int = 20
@@ -87,6 +90,16 @@ class TuneSpec:
     metric: str | None = None
 
     def __post_init__(self) -> None:
+        if self.method is None:
+            raise ConfigError(
+                "method is missing: give 'grid' (with tune.space or tune.per_variant) or 'optuna' (tune.trials over "
+                "tune.space or each recipe's search section); without tuning, write tune: null"
+            )
+        if self.method == "grid" and not self.space and not any(self.per_variant.values()):
+            raise ConfigError(
+                "method 'grid' with an empty tune.space and no tune.per_variant tunes nothing: give the values "
+                "to try (tune.space: {model.l2: [0.01, 0.1]}) or write tune: null"
+            )
         if self.seeds < 1 or self.trials < 1:
             raise ConfigError(f"tune.seeds={self.seeds} and tune.trials={self.trials} must be >= 1")
         if self.metric is not None and not self.metric.startswith("val_"):
@@ -202,6 +215,7 @@ class StudySpec:
             unknown = set(self.tune.per_variant) - set(self.variants)
             if unknown:
                 raise ConfigError(f"tune.per_variant names {sorted(unknown)}, not variants")
+        check_analyses(self.analyses)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> StudySpec:
@@ -224,6 +238,30 @@ class StudySpec:
         return [
             (variant, point) for point in self.points() for variant in self.variants if self.includes(variant, point)
         ]
+
+
+def check_analyses(analyses: list[AnalysisSpec]) -> None:
+    """Refuses an analysis that is not registered (slot ``analysis``) or whose arguments its config does not take.
+
+    Raises:
+        ConfigError: naming the entry (``analyses[i]``), the closest registered name or the unknown argument.
+
+    Example:
+        >>> check_analyses([AnalysisSpec("md-budget-curv")])
+        Traceback (most recent call last):
+        ...
+        embreg.errors.ConfigError: analyses[0]: unknown analysis 'md-budget-curv'; did you mean ...
+    """
+    if not analyses:
+        return
+    from embreg.registry import REGISTRY
+
+    for index, analysis in enumerate(analyses):
+        try:
+            entry = REGISTRY.get("analysis", analysis.name)
+        except ConfigError as error:
+            raise ConfigError(f"analyses[{index}]: {error}") from None
+        from_dict(entry.config, analysis.args, path=f"analyses[{index}].args")
 
 
 def grid_points(space: dict[str, list[Any]]) -> list[dict[str, Any]]:

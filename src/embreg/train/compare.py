@@ -6,6 +6,12 @@ as written from :func:`embreg.train.stats.summarize_runs`) or ``metrics.json`` (
 Welch's t-test and the Mann-Whitney U test over the per-seed values (two-sided, NaN when either run has
 fewer than two seeds).
 
+Which metrics: the ``selection`` of :func:`compare_runs` (``embreg compare`` shows ``headline`` by default and
+``test`` with ``--all``): ``every`` numeric metric; the ``headline`` test metrics of the runs' task (read from each
+run's ``config.yaml``; each task adapter declares them, e.g. ``test_rmse``, ``test_mae`` for ``rating``); or every
+``test_*`` metric. Runs of different tasks, or of different data (their ``config.yaml``'s ``data`` section or their
+``split.json``/``corpus.json`` records), are compared all the same, with a line in :attr:`CompareResult.warnings`.
+
 Example:
     >>> import tempfile, json, pathlib
     >>> with tempfile.TemporaryDirectory() as d:
@@ -27,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from embreg.errors import ConfigError, DataError
 from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
@@ -36,6 +42,9 @@ __all__ = ["MetricSummary", "PValues", "RunRow", "CompareResult", "compare_runs"
 
 SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.json"
+CONFIG_FILE = "config.yaml"
+DATA_RECORDS = ("split.json", "corpus.json")
+SELECTIONS = ("every", "headline", "test")
 
 
 @dataclass(frozen=True)
@@ -77,11 +86,13 @@ class RunRow:
 
 @dataclass(frozen=True)
 class CompareResult:
-    """Rows in the order of the run directories given, the compared metric names, and the baseline's index."""
+    """Rows in the order of the run directories given, the compared metric names, the baseline's index, and
+    warnings (runs of different tasks or data)."""
 
     rows: list[RunRow]
     metrics: list[str]
     baseline: int
+    warnings: tuple[str, ...] = ()
 
     @property
     def baseline_row(self) -> RunRow:
@@ -146,13 +157,82 @@ def _run_names(paths: list[Path]) -> list[str]:
     return [str(p) if names.count(name) > 1 else name for p, name in zip(paths, names)]
 
 
-def _select_metrics(loaded: list[dict[str, MetricSummary]], baseline: int, wanted: Sequence[str] | None) -> list[str]:
+def _run_record(directory: Path) -> tuple[Any, Any, Any]:
+    """``(task, data section, data record)`` of a run directory (a multi-seed run's: its first seed's record);
+    ``None`` for what it does not hold."""
+    import yaml
+
+    config: Any = None
+    if (directory / CONFIG_FILE).is_file():
+        try:
+            config = yaml.safe_load((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            config = None
+    config = config if isinstance(config, dict) else {}
+    record = None
+    for folder in [directory, *sorted(directory.glob("seed-*"))]:
+        found = [folder / name for name in DATA_RECORDS if (folder / name).is_file()]
+        if found:
+            record = _read_json(found[0])
+            break
+    return config.get("task"), config.get("data"), record
+
+
+def _headline(tasks: Sequence[Any]) -> list[str]:
+    """The headline test metrics of the tasks named (in order, each once); unknown tasks add none."""
+    from embreg.registry import REGISTRY
+
+    names: list[str] = []
+    for task in tasks:
+        if isinstance(task, str) and task in REGISTRY.names("task"):
+            adapter = REGISTRY.get("task", task).extra["adapter"]
+            names += [name for name in adapter.headline_metrics() if name not in names]
+    return names
+
+
+def _mismatches(names: list[str], records: list[tuple[Any, Any, Any]], baseline: int) -> tuple[str, ...]:
+    """Warnings for runs whose task, data section or data record differ from the baseline's."""
+    base_task, base_data, base_record = records[baseline]
+    warnings = []
+    for index, (task, data, record) in enumerate(records):
+        if index == baseline:
+            continue
+        if task != base_task and task is not None and base_task is not None:
+            warnings.append(
+                f"runs of different tasks: {names[index]} is {task!r}, the baseline {names[baseline]} is {base_task!r}"
+            )
+        elif isinstance(data, dict) and isinstance(base_data, dict) and data != base_data:
+            keys = sorted(k for k in {*data, *base_data} if data.get(k) != base_data.get(k))
+            warnings.append(
+                f"runs of different data: {names[index]} and the baseline {names[baseline]} differ in "
+                + ", ".join(f"data.{k}" for k in keys)
+            )
+        elif record is not None and base_record is not None and record != base_record:
+            warnings.append(
+                f"runs of different data: {names[index]}'s split record differs from the baseline {names[baseline]}'s"
+            )
+    return tuple(warnings)
+
+
+def _select_metrics(
+    loaded: list[dict[str, MetricSummary]],
+    baseline: int,
+    wanted: Sequence[str] | None,
+    selection: str = "every",
+    headline: Sequence[str] = (),
+) -> list[str]:
     available: list[str] = []
     for metrics in [loaded[baseline], *loaded]:
         available.extend(name for name in metrics if name not in available)
     if wanted is None:
         if not available:
             raise DataError("none of the runs reports a numeric metric")
+        tests = [name for name in available if name.startswith("test_")]
+        if selection == "headline":
+            shown = [name for name in headline if name in available]
+            return shown or tests or available
+        if selection == "test":
+            return tests or available
         return available
     if isinstance(wanted, str):
         wanted = [wanted]
@@ -165,21 +245,29 @@ def _select_metrics(loaded: list[dict[str, MetricSummary]], baseline: int, wante
 
 
 def compare_runs(
-    run_dirs: Sequence[Path | str], *, baseline: int = 0, metrics: Sequence[str] | None = None
+    run_dirs: Sequence[Path | str],
+    *,
+    baseline: int = 0,
+    metrics: Sequence[str] | None = None,
+    selection: Literal["every", "headline", "test"] = "every",
 ) -> CompareResult:
     """Read run directories and test every run against the baseline, metric by metric.
 
     Args:
         run_dirs: run directories, each with ``summary.json`` or ``metrics.json``.
         baseline: index into ``run_dirs`` of the run the others are tested against.
-        metrics: metric names to compare; default every metric any run reports (baseline's first).
+        metrics: metric names to compare (``selection`` then does not apply).
+        selection: without ``metrics``: ``every`` metric any run reports (baseline's first); the ``headline``
+            test metrics of the runs' tasks (their ``config.yaml``; runs without one: every ``test_*`` metric);
+            or every ``test_*`` metric (``test``).
 
     Returns:
         A :class:`CompareResult`; render it with :func:`format_markdown`.
 
     Raises:
         DataError: a directory is missing, has neither file, or a file is malformed.
-        ConfigError: no run directories, ``baseline`` out of range, or a requested metric no run reports.
+        ConfigError: no run directories, ``baseline`` out of range, an unknown ``selection``, or a requested
+            metric no run reports.
 
     Example:
         >>> compare_runs([])
@@ -194,8 +282,12 @@ def compare_runs(
         raise ConfigError(
             f"baseline must be an index in [0, {len(paths) - 1}] into the run directories, got {baseline!r}"
         )
+    if selection not in SELECTIONS:
+        raise ConfigError(f"selection={selection!r} must be one of {', '.join(SELECTIONS)}")
     loaded = [_load_run(p) for p in paths]
-    selected = _select_metrics([m for _, m in loaded], baseline, metrics)
+    records = [_run_record(p) for p in paths]
+    headline = _headline([records[baseline][0], *(task for task, _, _ in records)])
+    selected = _select_metrics([m for _, m in loaded], baseline, metrics, selection, headline)
     base_metrics = loaded[baseline][1]
     rows = []
     for index, (path, name, (source, found)) in enumerate(zip(paths, _run_names(paths), loaded)):
@@ -211,7 +303,7 @@ def compare_runs(
                 else:
                     tests[metric] = PValues(math.nan, math.nan)
         rows.append(RunRow(name, path, source, kept, tests))
-    return CompareResult(rows, selected, baseline)
+    return CompareResult(rows, selected, baseline, _mismatches(_run_names(paths), records, baseline))
 
 
 def _format_value(summary: MetricSummary | None, digits: int) -> str:

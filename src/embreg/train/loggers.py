@@ -1,7 +1,8 @@
 """Experiment loggers (``train.log_to``): the run directory's numbers, also in TensorBoard, a CSV table or W&B.
 
 Each logger receives every epoch record the trainer appends to ``history.jsonl`` (the same dictionaries, so the
-same numbers) and, at the end, the run's ``metrics.json``:
+same numbers) and, at the end, the run's ``metrics.json``. ``csv`` and ``tensorboard`` also record every
+``train.log_every``-th optimizer step: its training loss (the task loss the step read back) and learning rate.
 
 =================  ==================================================================================================
 ``csv``            ``<run_dir>/metrics.csv``: one row per epoch, one column per key (``epoch`` first, then the keys
@@ -9,10 +10,13 @@ same numbers) and, at the end, the run's ``metrics.json``:
                    after every epoch, so a key that appears later becomes a new column, a resumed run's table holds
                    its earlier epochs too, and a crash never leaves a half-written row. Floats are written with
                    Python's shortest round-trip form, so they read back equal to ``history.jsonl``'s.
+                   Steps go to ``<run_dir>/steps.csv`` (``step,epoch,train_loss,lr``; one row per logged step,
+                   appended; a resumed run first drops the rows from the step it resumes at on).
 ``tensorboard``    ``<run_dir>/tensorboard/``: one scalar per numeric key with ``step = epoch``; the final metrics
                    as ``final/<key>`` at the best epoch. A resumed run writes its whole history again and purges the
                    earlier steps (``SummaryWriter(purge_step=...)``), so TensorBoard shows each epoch once. Needs the
-                   ``tensorboard`` package (``pip install 'embreg[log]'``).
+                   ``tensorboard`` package (``pip install 'embreg[log]'``). Steps go to a run of their own,
+                   ``<run_dir>/tensorboard/steps/`` (``train_loss`` and ``lr`` with ``step`` = the optimizer step).
 ``wandb``          a Weights & Biases run (project ``$WANDB_PROJECT``, default ``embreg``; its files under
                    ``<run_dir>/wandb``; the resolved recipe as its config): ``log(record, step=epoch)`` per epoch,
                    the final metrics in its summary. ``<run_dir>/wandb.json`` keeps the W&B run's id and the last
@@ -66,7 +70,13 @@ __all__ = [
     "RunLoggers",
     "build_loggers",
     "check_logger_names",
+    "STEPS_CSV",
 ]
+
+STEPS_CSV = "steps.csv"
+"""The CSV logger's per-step table in the run directory."""
+
+STEP_COLUMNS = ("step", "epoch", "train_loss", "lr")
 
 LOGGER_NAMES = ("tensorboard", "csv", "wandb")
 """The names ``train.log_to`` accepts."""
@@ -140,6 +150,9 @@ class MetricLogger(ABC):
     def log_final(self, metrics: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook, empty by default
         """Logs the run's final metrics (``metrics.json``)."""
 
+    def log_step(self, record: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook, empty by default
+        """Logs one optimizer step's record (``step``, ``epoch``, ``train_loss``, ``lr``)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Flushes and releases what the logger holds."""
 
@@ -155,6 +168,25 @@ class CSVLogger(MetricLogger):
 
     def __init__(self, run_dir: str | Path) -> None:
         self.path = Path(run_dir) / METRICS_CSV
+        self.steps_path = Path(run_dir) / STEPS_CSV
+        self._steps: Any = None
+
+    def log_step(self, record: Mapping[str, Any]) -> None:
+        if self._steps is None:
+            # a resumed run starts again at ``record["step"]``: rows from there on belonged to the lost epoch
+            kept: list[str] = []
+            if self.steps_path.exists():
+                lines = self.steps_path.read_text().splitlines()[1:]
+                kept = [line for line in lines if line and int(line.split(",", 1)[0]) < int(record["step"])]
+            atomic_write_text(self.steps_path, "".join(line + "\n" for line in [",".join(STEP_COLUMNS), *kept]))
+            self._steps = self.steps_path.open("a", newline="")
+        self._steps.write(",".join(_cell(record.get(key)) for key in STEP_COLUMNS) + "\n")
+        self._steps.flush()
+
+    def close(self) -> None:
+        if self._steps is not None:
+            self._steps.close()
+            self._steps = None
 
     def log_epoch(self, record: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
         columns = ["epoch"]
@@ -188,6 +220,16 @@ class TensorBoardLogger(MetricLogger):
     def __init__(self, run_dir: str | Path) -> None:
         self.log_dir = Path(run_dir) / TENSORBOARD_DIR
         self._writer: Any = None
+        self._steps: Any = None
+
+    def log_step(self, record: Mapping[str, Any]) -> None:
+        if self._steps is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # a run of its own: purge_step counts optimizer steps here and epochs in the epoch writer
+            self._steps = SummaryWriter(str(self.log_dir / "steps"), purge_step=int(record["step"]))
+        for key in ("train_loss", "lr"):
+            self._steps.add_scalar(key, float(record[key]), global_step=int(record["step"]))
 
     def log_epoch(self, record: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
         if self._writer is None:
@@ -224,6 +266,9 @@ class TensorBoardLogger(MetricLogger):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._steps is not None:
+            self._steps.close()
+            self._steps = None
 
 
 class WandbLogger(MetricLogger):
@@ -305,10 +350,14 @@ class RunLoggers:
     Args:
         loggers: the loggers (each opens its writer or W&B run on its first call, so a failing start is
             guarded too).
+        log_every: the loggers get every ``log_every``-th optimizer step (``train.log_every``).
     """
 
-    def __init__(self, loggers: Sequence[MetricLogger] = ()) -> None:
+    def __init__(self, loggers: Sequence[MetricLogger] = (), log_every: int = 50) -> None:
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+            raise ConfigError(f"train.log_every={log_every!r} must be an integer >= 1")
         self.loggers = list(loggers)
+        self.log_every = log_every
         self.failed: dict[str, str] = {}
 
     def __bool__(self) -> bool:
@@ -327,6 +376,20 @@ class RunLoggers:
     def callbacks(self) -> list[Callable[[Any, dict[str, Any]], None]]:
         """``[self]`` when there is a logger, else ``[]`` (for ``Trainer(callbacks=...)``)."""
         return [self] if self.loggers else []
+
+    def step_callbacks(self) -> list[Callable[[Any, dict[str, Any]], None]]:
+        """``[self.step_callback]`` when a logger records steps, else ``[]`` (for ``Trainer(step_callbacks=...)``)."""
+        stepped = [logger for logger in self.loggers if type(logger).log_step is not MetricLogger.log_step]
+        return [self.step_callback] if stepped else []
+
+    def step_callback(self, trainer: Any, record: dict[str, Any]) -> None:
+        """The trainer's step callback: passes on every ``log_every``-th step (``record["step"]`` counts from 1)."""
+        if int(record["step"]) % self.log_every == 0:
+            self.log_step(record)
+
+    def log_step(self, record: Mapping[str, Any]) -> None:
+        for logger in self._active():
+            self._guard(logger, logger.log_step, record)
 
     def log_epoch(self, record: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
         for logger in self._active():
@@ -366,6 +429,7 @@ def build_loggers(
     *,
     run_name: str = "",
     config: Mapping[str, Any] | None = None,
+    log_every: int = 50,
 ) -> RunLoggers:
     """The loggers ``names`` (``train.log_to``) of a run writing into ``run_dir``.
 
@@ -374,6 +438,7 @@ def build_loggers(
         run_dir: the run directory; ``None`` skips every logger with a :class:`LoggerWarning`.
         run_name: a name for loggers that show one (W&B).
         config: the resolved recipe, for loggers that record it (W&B).
+        log_every: loggers that record steps (``csv``, ``tensorboard``) get every ``log_every``-th one.
 
     Raises:
         ConfigError: as :func:`check_logger_names`.
@@ -393,4 +458,4 @@ def build_loggers(
         "tensorboard": lambda: TensorBoardLogger(run_dir),
         "wandb": lambda: WandbLogger(run_dir, run_name, config),
     }
-    return RunLoggers([factories[name]() for name in names])
+    return RunLoggers([factories[name]() for name in names], log_every=log_every)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,9 @@ class BatchSource(Protocol):
 
 Evaluator = Callable[[nn.Module, str], dict[str, float]]
 EpochCallback = Callable[["Trainer", dict[str, Any]], None]
+StepCallback = Callable[["Trainer", dict[str, Any]], None]
+"""Called after every optimizer step with ``{"step", "epoch", "train_loss", "lr"}`` (host numbers the step has
+already read back: a step hook adds no device synchronisation)."""
 
 
 @dataclass
@@ -102,8 +106,10 @@ class Trainer:
         run_dir: where checkpoints, ``history.jsonl`` and ``metrics.json`` go (``None``: keep nothing on disk).
         val_split, test_split: split names passed to the evaluator (``test_split=None`` skips testing).
         eval_train: also score the training split after each epoch (for learning curves).
-        progress: show a progress bar over epochs.
+        progress: show progress bars on stderr: one over epochs and, within each epoch, one over its steps.
         callbacks: called as ``cb(trainer, record)`` after each epoch, once its checkpoint is written.
+        step_callbacks: called as ``cb(trainer, record)`` after each optimizer step (:data:`StepCallback`), e.g.
+            the loggers' per-step training loss and learning rate.
         device: where to train (``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``; ``None``:
             where the model already is). The model is moved there once; each batch's tensors once per step.
             Evaluators get the model on this device and put their inputs where its parameters are.
@@ -157,6 +163,7 @@ class Trainer:
         eval_train: bool = False,
         progress: bool = True,
         callbacks: Sequence[EpochCallback] = (),
+        step_callbacks: Sequence[StepCallback] = (),
         device: str | torch.device | None = None,
         precision: str = "fp32",
         distributed: DistributedEnv | None = None,
@@ -221,6 +228,7 @@ class Trainer:
         self.eval_train = eval_train
         self.progress = progress and self.dist.is_main
         self.callbacks = list(callbacks)
+        self.step_callbacks = list(step_callbacks)
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.next_epoch = 0
@@ -298,11 +306,24 @@ class Trainer:
         started = time.perf_counter()
         loss_sum = penalty_sum = 0.0
         n_batches = 0
+        steps = tqdm(
+            total=len(self.batches),
+            desc=f"epoch {epoch}",
+            unit="step",
+            leave=False,
+            file=sys.stderr,
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
         for batch in self.batches.epoch(epoch):
             loss, penalty = self._train_step(batch, epoch)
             loss_sum += loss
             penalty_sum += penalty
             n_batches += 1
+            steps.update(1)
+            if self.step_callbacks:
+                self._after_step(epoch, loss)
+        steps.close()
         loss_total, penalty_total, batches_total = all_reduce_sums([loss_sum, penalty_sum, n_batches], self.dist)
         record: dict[str, Any] = {
             "epoch": epoch,
@@ -316,6 +337,16 @@ class Trainer:
         self.history.append(record)
         self._update_best(record, epoch)
         return record
+
+    def _after_step(self, epoch: int, loss: float) -> None:
+        record = {
+            "step": self.step,
+            "epoch": epoch,
+            "train_loss": loss,
+            "lr": float(self.optimizer.param_groups[0]["lr"]),
+        }
+        for callback in self.step_callbacks:
+            callback(self, record)
 
     def _train_step(self, batch: dict[str, torch.Tensor], epoch: int) -> tuple[float, float]:
         draws = self._host_draws

@@ -30,7 +30,19 @@ from typing import Any
 from embreg.errors import ConfigError
 from embreg.registry import REGISTRY, missing_capabilities, register
 
-__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows", "model_id_kinds"]
+__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows", "model_id_kinds", "RUN_METRICS"]
+
+RUN_METRICS = (
+    "best_epoch",
+    "epochs_run",
+    "model_parameters",
+    "embedding_parameters",
+    "train_seconds",
+    "seconds_per_step",
+    "wall_seconds",
+    "world_size",
+)
+"""Keys every run's ``metrics.json`` holds whatever its task (``world_size`` only under ``torchrun``)."""
 
 
 class TaskAdapter(ABC):
@@ -44,6 +56,8 @@ class TaskAdapter(ABC):
         id_kinds: the id kinds of this task's data that index transforms may act on.
         smoke_overrides: ``key=value`` overrides that shrink a recipe of this task to a few-second run on a small
             slice of its real data (read by the registry test matrix, tests/test_registry_matrix.py).
+        headline: the test metrics ``embreg compare`` shows by default, most important first (those a run lacks
+            are left out).
     """
 
     name: str = ""
@@ -52,6 +66,7 @@ class TaskAdapter(ABC):
     train_defaults: dict[str, Any] = {}
     id_kinds: tuple[str, ...] = ()
     smoke_overrides: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
 
     # -- checks made when a recipe is loaded --------------------------------------------------------------------
     def check(self, recipe: Any) -> None:
@@ -112,6 +127,34 @@ class TaskAdapter(ABC):
     @abstractmethod
     def monitor(self, recipe: Any) -> tuple[str, str]:
         """``(validation metric, "min" | "max")`` that picks the best epoch."""
+
+    # -- the metrics a run reports -----------------------------------------------------------------------------
+    def evaluated_metrics(self, recipe: Any) -> tuple[str, ...]:
+        """The evaluator's metric names, unprefixed (``rmse``); the trainer reports them as ``val_``/``test_``."""
+        return ()
+
+    def extra_metric_names(self, recipe: Any) -> tuple[str, ...]:
+        """The keys :meth:`finish` adds to the trainer's metrics (e.g. ``test_mse_popular``)."""
+        return ()
+
+    def metric_names(self, recipe: Any) -> tuple[str, ...]:
+        """Every key a run of ``recipe`` can write into ``metrics.json``, read from the recipe alone (no data is
+        loaded): :data:`RUN_METRICS`, ``val_``/``test_`` of :meth:`evaluated_metrics`, and
+        :meth:`extra_metric_names`. A run may lack some (``world_size`` outside ``torchrun``), never have more.
+
+        Example:
+            >>> from embreg.recipes import load_recipe
+            >>> recipe = load_recipe("mf")
+            >>> "test_rmse" in recipe.adapter.metric_names(recipe), "test_ndcg@10" in recipe.adapter.metric_names(recipe)
+            (True, False)
+        """
+        evaluated = self.evaluated_metrics(recipe)
+        split_keys = [f"{split}_{name}" for split in ("val", "test") for name in evaluated]
+        return tuple(dict.fromkeys([*RUN_METRICS, *split_keys, *self.extra_metric_names(recipe)]))
+
+    def headline_metrics(self) -> tuple[str, ...]:
+        """The test metrics ``embreg compare`` shows by default (:attr:`headline`)."""
+        return tuple(self.headline)
 
     # -- building a run ----------------------------------------------------------------------------------------
     @abstractmethod

@@ -127,9 +127,13 @@ class CTRTask(TaskAdapter):
     default_model = "dlrm"
     smoke_overrides = ("data.max_rows=2000", "train.batch_size=256", "train.epochs=1", "train.progress=false")
     train_defaults = {"epochs": 30, "batch_size": 512, "lr": 2e-3, "optimizer": "adam", "patience": 3}
+    headline = ("test_logloss", "test_auc", "test_accuracy")
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_logloss", "min"
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        return ("logloss", "accuracy", "auc")
 
     def prepare(self, recipe) -> PreparedCTRData:
         d = recipe.data

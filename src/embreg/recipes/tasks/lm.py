@@ -95,8 +95,13 @@ class LanguageModelTask(TaskAdapter):
         "patience": None,
     }
 
+    headline = ("test_ppl",)
+
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_ppl", "min"
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        return ("loss", "ppl")
 
     def prepare(self, recipe) -> TextCorpus:
         d = recipe.data

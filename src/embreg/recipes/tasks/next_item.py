@@ -44,9 +44,12 @@ from embreg.recipes.tasks import TaskAdapter, check_max_rows, register_task
 from embreg.recipes.tasks.ratings import load_interactions, movielens_graph
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
-from embreg.train.next_item_evaluation import NextItemEvaluator
+from embreg.train.next_item_evaluation import NEGATIVE_PREFIXES, NextItemEvaluator
 
 __all__ = ["SequenceDataConfig", "PreparedSequences", "NextItemTask", "training_examples"]
+
+NEXT_ITEM_KS = (10,)
+"""The cut-offs of the next-item metrics (``ndcg@k``, ``hit@k``, in full ranking and both sampled protocols)."""
 
 
 @dataclass
@@ -182,8 +185,20 @@ class NextItemTask(TaskAdapter):
     # SASRec (Kang & McAuley 2018, Sec. IV-B): Adam, lr 1e-3, batch 128; the SSE paper's Table 4 adds weight decay
     train_defaults = {"epochs": 200, "batch_size": 128, "lr": 1e-3, "optimizer": "adam", "patience": 20}
 
+    headline = ("test_ndcg@10", "test_hit@10", "test_sampled_ndcg@10", "test_sampled_hit@10")
+
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_ndcg@10", "max"
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        """Full-ranking ``ndcg@k``, ``hit@k`` and ``mrr``, and both sampled protocols' ``ndcg@k``, ``hit@k``."""
+        ranked = [
+            f"{prefix}{name}@{k}"
+            for prefix in ("", *NEGATIVE_PREFIXES.values())
+            for k in NEXT_ITEM_KS
+            for name in ("ndcg", "hit")
+        ]
+        return (*ranked, "mrr")
 
     def prepare(self, recipe) -> PreparedSequences:
         d = recipe.data
@@ -241,7 +256,7 @@ class NextItemTask(TaskAdapter):
         return TensorBatches(examples, t.batch_size, seed=t.seed, transform=complete)
 
     def evaluator(self, recipe, prepared: PreparedSequences) -> NextItemEvaluator:
-        return NextItemEvaluator(prepared.split, recipe.data.max_len, negatives=prepared.negatives)
+        return NextItemEvaluator(prepared.split, recipe.data.max_len, negatives=prepared.negatives, ks=NEXT_ITEM_KS)
 
     def records(self, recipe, prepared: PreparedSequences) -> dict:
         d = recipe.data

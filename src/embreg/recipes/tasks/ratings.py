@@ -42,6 +42,8 @@ from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
 __all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "load_interactions", "movielens_graph"]
 
 SPLITS = ("train", "valid", "test")
+RANKING_KS = (1, 5, 10)
+"""The cut-offs of the ranking task's top-k metrics (``precision@k``, ``recall@k``, ``ndcg@k``, ``hit@k``)."""
 
 
 @dataclass
@@ -209,6 +211,15 @@ class RatingTask(_InteractionTask):
 
     name = "rating"
     default_model = "mf"
+    headline = ("test_rmse", "test_mae")
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        return ("rmse", "mae")
+
+    def extra_metric_names(self, recipe) -> tuple[str, ...]:
+        """What :meth:`finish` adds: ``{val,test}_mse`` and ``{train,test}_mse_{popular,rare}``."""
+        squared = [f"{split}_mse" for split in ("val", "test")]
+        return (*squared, *(f"{split}_mse_{group}" for split in ("train", "test") for group in ("popular", "rare")))
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_rmse", "min"
@@ -255,6 +266,10 @@ class RankingTask(_InteractionTask):
     name = "ranking"
     default_model = "bpr"
     split_kind = "per-user"
+    headline = ("test_ndcg@10", "test_hit@10", "test_precision@10", "test_recall@10")
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        return tuple(f"{name}@{k}" for k in RANKING_KS for name in ("precision", "recall", "ndcg", "hit"))
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_ndcg@10", "max"
@@ -278,7 +293,9 @@ class RankingTask(_InteractionTask):
         valid_u, valid_i = parts["valid"]
         exclude = {"valid": (train_u, train_i), "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
         relevant = {"valid": parts["valid"], "test": parts["test"]}
-        return RankingEvaluator(prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude)
+        return RankingEvaluator(
+            prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude, ks=RANKING_KS
+        )
 
 
 register_task(

@@ -141,7 +141,6 @@ class _TextTask(TaskAdapter):
         "clip_norm": 1.0,
         "patience": None,
         "keep_checkpoints": "none",
-        "progress": False,
     }
 
     def prepare(self, recipe) -> PreparedText:
@@ -173,6 +172,11 @@ class _TextTask(TaskAdapter):
     def records(self, recipe, prepared: PreparedText) -> dict:
         return {"split.json": prepared.task.record | {"task_name": prepared.task.name}}
 
+    def extra_metric_names(self, recipe) -> tuple[str, ...]:
+        """What :meth:`finish` adds: the training split's metrics (``train_``) and their gaps to test (``gap_``)."""
+        evaluated = self.evaluated_metrics(recipe)
+        return tuple(f"{prefix}_{name}" for prefix in ("train", "gap") for name in evaluated)
+
     def finish(self, recipe, prepared, trainer, evaluator, metrics: dict) -> dict:
         metrics = dict(metrics)
         for name, value in evaluator(trainer.model, "train").items():
@@ -186,6 +190,15 @@ class TextClassificationTask(_TextTask):
     """Class labels: cross-entropy; MCC (binary) or accuracy (more classes), F1 and the rest on every split."""
 
     name = "classification"
+    headline = ("test_mcc", "test_accuracy", "test_f1", "test_macro_f1")
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        """Accuracy and MCC; F1 of class 1 for two classes, macro-F1 for more (a file's labels may be either)."""
+        d = recipe.data
+        if d.dataset == "file":
+            return ("accuracy", "mcc", "f1", "macro_f1")
+        binary = d.dataset == "polarity" or d.task == "binary"
+        return ("accuracy", "mcc", "f1" if binary else "macro_f1")
 
     def check_data(self, recipe) -> None:
         if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
@@ -201,6 +214,10 @@ class TextRegressionTask(_TextTask):
     """Real-valued targets: squared loss; Pearson correlation and RMSE."""
 
     name = "regression"
+    headline = ("test_corr", "test_pearson", "test_spearman", "test_rmse")
+
+    def evaluated_metrics(self, recipe) -> tuple[str, ...]:
+        return ("pearson", "spearman", "corr", "rmse")
 
     def check_data(self, recipe) -> None:
         if recipe.data.dataset != "file" and not (

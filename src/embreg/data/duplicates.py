@@ -91,7 +91,7 @@ def resolve_duplicates(
         return np.arange(n, dtype=np.int64), values
     groups = frame.groupby(list(frame.columns), sort=False, dropna=False).ngroup().to_numpy()
     if policy == "error":
-        raise DataError(_message(keys, groups, later, where, names, source))
+        raise DataError(_message(keys, groups, later, where, names, source, values is not None))
     if policy == "last":
         kept = np.flatnonzero(~frame.duplicated(keep="last").to_numpy()).astype(np.int64)
         return kept, None if values is None else values[kept]
@@ -111,6 +111,7 @@ def _message(
     where: Callable[[int], str],
     names: Sequence[str],
     source: str,
+    has_values: bool,
 ) -> str:
     repeated = np.unique(groups[later])
     shown = []
@@ -128,7 +129,7 @@ def _message(
     return (
         f"{prefix}{int(later.sum())} duplicate {key} rows: {len(repeated)} {key} occur more than once, and a "
         f"split would put one on both sides: {'; '.join(text for _, text in shown)}{more}. Remove them, or set "
-        "duplicates (data.duplicates in a recipe) to first, last or mean"
+        f"duplicates (data.duplicates in a recipe) to {'first, last or mean' if has_values else 'first or last'}"
     )
 
 def _plain(value: object) -> object:

@@ -169,6 +169,21 @@ def training_examples(split: SequenceSplit, max_len: int, kind: str) -> dict[str
     }
 
 
+def _check_negatives(split: SequenceSplit, n: int, source: dict[str, Any]) -> None:
+    """Raises a one-line :class:`DataError` naming the file and the ``--set`` that fits when some user has fewer
+    than ``n`` items never interacted with to draw the sampled-protocol negatives from."""
+    seen = [len(np.unique(np.r_[seq, v, t])) for seq, v, t in zip(split.train, split.valid_items, split.test_items)]
+    fewest = split.num_items - max(seen) if seen else 0
+    if fewest >= n:
+        return
+    where = source.get("path", source.get("dataset"))
+    fix = f"--set data.eval_negatives={fewest} fits this data" if fewest >= 1 else "the data has too few items"
+    raise DataError(
+        f"{where}: data.eval_negatives={n} sampled negatives per user need at least {n} items the user never "
+        f"interacted with; of {split.num_items} item(s) a user has only {fewest}: {fix}"
+    )
+
+
 def expand_last(last: torch.Tensor, max_len: int, pad: int) -> torch.Tensor:
     """``(B,)`` last-position targets -> ``(B, max_len)`` targets, ``pad`` everywhere else."""
     target = torch.full((last.shape[0], max_len), pad, dtype=torch.long)
@@ -211,9 +226,11 @@ class NextItemTask(TaskAdapter):
         if len(split.users) == 0:
             raise DataError(
                 f"{source.get('path', source.get('dataset'))}: no user among {len(ratings)} interaction row(s) has "
-                f"data.min_interactions={d.min_interactions}; leave-one-out needs at least one such user"
+                f"{d.min_interactions}; leave-one-out needs at least one user with data.min_interactions="
+                f"{d.min_interactions}"
             )
         counts = split.train_item_counts().astype(np.float64)
+        _check_negatives(split, d.eval_negatives, source)
         negatives = {
             "uniform": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed),
             "popularity": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed + 1, weights=counts),

@@ -44,6 +44,8 @@ from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
 __all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "load_interactions", "movielens_graph"]
 
 SPLITS = ("train", "valid", "test")
+TOP_K = 10
+"""The largest cut-off of the ranking metrics (:class:`~embreg.train.evaluation.RankingEvaluator`'s ``ks``)."""
 
 
 @dataclass
@@ -207,8 +209,13 @@ class _InteractionTask(TaskAdapter):
             split = per_user_split(ratings.users, tuple(d.split), seed=d.split_seed)
             if split["test"].size == 0:
                 raise DataError(
-                    f"{source.get('path', source.get('dataset'))}: no user has the 3 interactions a per-user split "
-                    f"needs (one each for train, valid and test) among {len(ratings)} row(s)"
+                    f"{source.get('path', source.get('dataset'))}: no user among {len(ratings)} interaction row(s) "
+                    "has 3; a per-user split needs at least one user with 3 (one each for train, valid and test)"
+                )
+            if self.name == "ranking" and ratings.num_items < TOP_K:
+                raise DataError(
+                    f"{source.get('path', source.get('dataset'))}: {ratings.num_items} distinct item(s); ranking "
+                    f"metrics up to @{TOP_K} need at least {TOP_K} items"
                 )
         return PreparedRatings(ratings=ratings, split=split, movielens=movielens, source=source)
 

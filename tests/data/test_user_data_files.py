@@ -64,9 +64,7 @@ def test_only_the_first_few_duplicates_are_listed(tmp_path: Path) -> None:
 )
 def test_each_policy_resolves_duplicates(tmp_path: Path, policy: str, ratings: dict) -> None:
     data, counts = read_ratings_file(write(tmp_path / "r.csv", DUPLICATED), duplicates=policy)
-    got = {
-        (data.user_ids[u], data.item_ids[i]): float(r) for u, i, r in zip(data.users, data.items, data.ratings)
-    }
+    got = {(data.user_ids[u], data.item_ids[i]): float(r) for u, i, r in zip(data.users, data.items, data.ratings)}
     assert got == ratings
     assert len(data) == 3 and counts == {"rows_read": 6, "duplicates_removed": 3}
 
@@ -119,8 +117,11 @@ def test_next_item_duplicates_are_the_same_user_item_and_timestamp(tmp_path: Pat
     text = "user,item,ts\nu1,a,1\nu1,b,2\nu1,a,3\nu1,b,2\nu2,a,1\n"  # (u1, b, 2) twice; (u1, a) at two times
     path = write(tmp_path / "seq.csv", text)
     options = {"user": "user", "item": "item", "rating": None, "timestamp": "ts", "duplicates_per_timestamp": True}
-    with pytest.raises(DataError, match=r"1 duplicate \(user, item, timestamp\) rows.*\(user 'u1', item 'b', "
-                       r"timestamp 2\) at lines 3, 5"):
+    with pytest.raises(
+        DataError,
+        match=r"1 duplicate \(user, item, timestamp\) rows.*\(user 'u1', item 'b', "
+        r"timestamp 2\) at lines 3, 5",
+    ):
         load_ratings_file(path, **options)
     data = load_ratings_file(path, duplicates="last", **options)
     assert len(data) == 4 and data.timestamps.tolist() == [1, 3, 2, 1]

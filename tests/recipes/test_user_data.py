@@ -108,7 +108,13 @@ def test_next_item_duplicates_are_refused_and_resolved(tmp_path):
     rows = [(f"u{u}", f"i{(u + t) % 9}", 100 + t) for u in range(6) for t in range(5)]
     path = tmp_path / "timed.csv"
     path.write_text("user,item,ts\n" + "".join(f"{u},{i},{t}\n" for u, i, t in rows + rows[:2]))
-    sets = [f"data.path={path}", "data.user_col=user", "data.item_col=item", "data.timestamp_col=ts", "data.eval_negatives=3"]
+    sets = [
+        f"data.path={path}",
+        "data.user_col=user",
+        "data.item_col=item",
+        "data.timestamp_col=ts",
+        "data.eval_negatives=3",
+    ]
     recipe = load_recipe("sasrec", sets)
     with pytest.raises(DataError, match=r"2 duplicate \(user, item, timestamp\) rows.*to first or last$"):
         recipe.adapter.prepare(recipe)

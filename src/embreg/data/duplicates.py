@@ -132,6 +132,7 @@ def _message(
         f"duplicates (data.duplicates in a recipe) to {'first, last or mean' if has_values else 'first or last'}"
     )
 
+
 def _plain(value: object) -> object:
     """A numpy scalar as its Python value (``1``, not ``np.int64(1)``, in messages)."""
     return value.item() if isinstance(value, np.generic) else value

@@ -126,7 +126,9 @@ def describe_user_file(recipe: Any) -> None:
     if path is None or recipe.description not in _shipped_descriptions():
         return
     model = recipe.model.name if recipe.model is not None else "none"
-    recipe.description = f"{recipe.name} recipe (model {model}, task {recipe.task}) on the file {Path(path).name} (data.path)"
+    recipe.description = (
+        f"{recipe.name} recipe (model {model}, task {recipe.task}) on the file {Path(path).name} (data.path)"
+    )
 
 
 def data_line(record: dict[str, Any] | None) -> str:

@@ -114,7 +114,7 @@ def _message(
     has_values: bool,
 ) -> str:
     repeated = np.unique(groups[later])
-    shown = []
+    shown: list[tuple[int, str]] = []
     for group in groups[np.flatnonzero(later)]:
         if len(shown) == _SHOWN:
             break

@@ -29,7 +29,14 @@ def _ratings_file(tmp_path: Path) -> str:
 def _file_recipe(name: str, tmp_path: Path, *extra: str):
     return load_recipe(
         name,
-        [f"data.path={_ratings_file(tmp_path)}", "data.user_col=u", "data.item_col=i", "data.rating_col=r", *extra],
+        [
+            f"data.path={_ratings_file(tmp_path)}",
+            "data.user_col=u",
+            "data.item_col=i",
+            "data.rating_col=r",
+            "data.duplicates=first",  # the drawn pairs repeat, with the same rating
+            *extra,
+        ],
     )
 
 

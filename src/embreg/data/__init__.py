@@ -55,7 +55,7 @@ from embreg.data.reviews import load_reviews
 from embreg.data.samplers import NegativeSampler
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
-from embreg.data.splits import load_split, per_user_split, random_split, save_split
+from embreg.data.splits import load_split, min_split_rows, per_user_split, random_split, save_split
 from embreg.data.synthetic_ctr import synthetic_ctr
 from embreg.data.text_corpus import TextCorpus, build_corpus, load_text_files, split_articles, tokenize_text
 from embreg.data.text_file import load_text_file
@@ -108,6 +108,7 @@ __all__ = [
     "load_ml100k",
     "load_ratings_file",
     "load_split",
+    "min_split_rows",
     "load_text_file",
     "load_text_files",
     "per_user_split",

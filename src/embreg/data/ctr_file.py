@@ -55,6 +55,7 @@ from embreg.data.tables import (
     read_text_table,
     resolve_column,
 )
+from embreg.data.user_files import check_regular_file
 from embreg.errors import DataError
 
 __all__ = ["load_ctr_file"]
@@ -163,14 +164,13 @@ def load_ctr_file(
         string, a missing value being the value ``""``), the raw dense columns as float32 and the labels.
 
     Raises:
-        DataError: missing, empty, unreadable or ragged file; a missing column (listing the columns present and
+        DataError: missing, empty, unreadable or ragged file, or a path that is not a regular file (a directory,
+            device or FIFO); a missing column (listing the columns present and
             the closest match); a column named twice or in two roles; no categorical column; a missing or
-            non-binary label; a missing, non-numeric or infinite dense value. Messages name the file, the line
+            non-binary label; a missing, non-numeric, infinite or float32-overflowing dense value. Messages name the file, the line
             (text, header = line 1) or the 1-based row (parquet), and the column.
     """
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"click file {file} does not exist")
+    file = check_regular_file(path, "click file")
     header, sep = _header(file, sep)
     label_name = resolve_column(label_col, header, "label", file)
     dense_names = [resolve_column(name, header, "dense feature", file) for name in dense_cols]

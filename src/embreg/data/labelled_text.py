@@ -17,9 +17,23 @@ import numpy as np
 
 from embreg.errors import DataError
 
-__all__ = ["TextTask", "few_sample_split"]
+__all__ = ["TextTask", "few_sample_split", "SplitSizeError"]
 
 SPLITS = ("train", "valid", "test")
+
+
+class SplitSizeError(DataError):
+    """Split sizes that the rows of a file cannot hold; ``fits`` holds sizes that would (argument -> value).
+
+    Example:
+        >>> error = SplitSizeError("train_size=100 is too large", {"train_size": 40})
+        >>> error.fits
+        {'train_size': 40}
+    """
+
+    def __init__(self, message: str, fits: dict[str, int]) -> None:
+        super().__init__(message)
+        self.fits = dict(fits)
 
 
 @dataclass(frozen=True)

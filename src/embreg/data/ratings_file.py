@@ -2,7 +2,9 @@
 
 Every problem is a :class:`DataError` naming the file, the position (``line N``
 for text, counting the header as line 1; ``row N`` for parquet, 1-based) and the
-column.
+column. Ratings must fit float32 (the tensors a model trains on), timestamps int64.
+Duplicate interactions are refused unless a policy resolves them
+(:mod:`embreg.data.duplicates`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from embreg.data.duplicates import check_duplicate_policy, resolve_duplicates
 from embreg.data.ratings import RatingsData
 from embreg.data.tables import PARQUET_SUFFIXES, Table, detect_separator, read_parquet_table, read_text_table
+from embreg.data.user_files import FLOAT32_MAX, check_regular_file
 from embreg.errors import DataError
+
+_INT64_LIMIT = 2.0**63
 
 _MISSING_WORDS = frozenset({"nan", "na", "n/a", "null", "none"})
 _CANONICAL_INT = r"-?(?:0|[1-9]\d{0,17})"
@@ -71,8 +77,19 @@ def _nonempty_text(table: Table, column: str, role: str) -> pd.Series:
     return text
 
 
-def parse_numbers(table: Table, column: str, role: str) -> np.ndarray:
-    """Finite float64 values of ``column``; empty, NaN, infinite or non-numeric values are errors."""
+def parse_numbers(table: Table, column: str, role: str, *, limit: float | None = FLOAT32_MAX) -> np.ndarray:
+    """Finite float64 values of ``column``; empty, NaN, infinite or non-numeric values are errors.
+
+    Args:
+        table, column: where the values are.
+        role: what they are, for messages (``"rating"``).
+        limit: the largest magnitude allowed (default: float32's, since the values become float32 tensors;
+            ``2**63`` for int64 timestamps; None: any finite value).
+
+    Raises:
+        DataError: naming the file, line (or parquet row) and column of the first bad value; a value beyond
+            ``limit`` is refused rather than turned into ``inf`` (or a wrapped integer) later.
+    """
     raw = table.columns[column]
     if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
         values = raw.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -91,6 +108,13 @@ def parse_numbers(table: Table, column: str, role: str) -> np.ndarray:
         else:
             problem = f"{role} {shown!r} is not finite"
         raise _fail(table, i, column, problem)
+    if limit is not None:
+        over = np.abs(values) >= limit if limit == _INT64_LIMIT else np.abs(values) > limit
+        if over.any():
+            i = _first(over)
+            shown = text.iloc[i] if text is not None else float(values[i])
+            kind = "int64" if limit == _INT64_LIMIT else "float32"
+            raise _fail(table, i, column, f"{role} {shown!r} overflows {kind} (largest magnitude {limit:.6g})")
     return values
 
 
@@ -104,6 +128,8 @@ def load_ratings_file(
     sep: str | None = None,
     user_ids: np.ndarray | None = None,
     item_ids: np.ndarray | None = None,
+    duplicates: str = "error",
+    duplicates_per_timestamp: bool = False,
 ) -> RatingsData:
     """Read interactions from a delimited text file or a parquet file.
 
@@ -122,14 +148,19 @@ def load_ratings_file(
         sep: field separator of a text file; None to infer it.
         user_ids: optional index -> label vocabulary to number users by (e.g. a training file's).
         item_ids: same for items.
+        duplicates: what to do with rows of the same (user, item): ``error`` (default), ``first``, ``last`` or
+            ``mean`` (:mod:`embreg.data.duplicates`).
+        duplicates_per_timestamp: a duplicate is the same user, item *and* timestamp (next-item data, where a
+            user may take an item again later); needs ``timestamp``.
 
     Returns:
-        :class:`RatingsData` with ``len == number of data rows``.
+        :class:`RatingsData` with one entry per data row (per kept row when duplicates are resolved).
 
     Raises:
-        DataError: missing file or column (with the columns present and the closest match),
-            empty file, ragged row, empty or NaN id, non-numeric/NaN rating or timestamp,
-            or a label absent from a given vocabulary.
+        DataError: missing file or column (with the columns present and the closest match), a path that is not
+            a regular file (a directory, device or FIFO), empty file, ragged row, empty or NaN id,
+            non-numeric/NaN rating or timestamp, a rating beyond float32 or a timestamp beyond int64, duplicate
+            interactions under ``duplicates="error"``, or a label absent from a given vocabulary.
 
     Example:
         >>> p = Path("/tmp/r.csv"); _ = p.write_text("user_id,item_id,rating\\nu1,i1,4\\nu2,i1,5\\n")
@@ -137,9 +168,46 @@ def load_ratings_file(
         >>> len(data), data.num_items, data.ratings.tolist()
         (2, 1, [4.0, 5.0])
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"ratings file {path} does not exist")
+    data, _ = read_ratings_file(
+        path,
+        user=user,
+        item=item,
+        rating=rating,
+        timestamp=timestamp,
+        sep=sep,
+        user_ids=user_ids,
+        item_ids=item_ids,
+        duplicates=duplicates,
+        duplicates_per_timestamp=duplicates_per_timestamp,
+    )
+    return data
+
+
+def read_ratings_file(
+    path: str | Path,
+    *,
+    user: str = "user_id",
+    item: str = "item_id",
+    rating: str | None = "rating",
+    timestamp: str | None = None,
+    sep: str | None = None,
+    user_ids: np.ndarray | None = None,
+    item_ids: np.ndarray | None = None,
+    duplicates: str = "error",
+    duplicates_per_timestamp: bool = False,
+) -> tuple[RatingsData, dict[str, int]]:
+    """:func:`load_ratings_file`, also returning ``{"rows_read": data rows, "duplicates_removed": rows}``.
+
+    Example:
+        >>> p = Path("/tmp/r2.csv"); _ = p.write_text("user_id,item_id,rating\\nu1,i1,4\\nu1,i1,2\\n")
+        >>> data, counts = read_ratings_file(p, duplicates="mean")
+        >>> data.ratings.tolist(), counts
+        ([3.0], {'rows_read': 2, 'duplicates_removed': 1})
+    """
+    path = check_regular_file(path, "ratings file")
+    check_duplicate_policy(duplicates, rating is not None)
+    if duplicates_per_timestamp and timestamp is None:
+        raise DataError("duplicates_per_timestamp=True needs the timestamp column (timestamp=...)")
     wanted = [(user, "user id"), (item, "item id")]
     if rating is not None:
         wanted.append((rating, "rating"))
@@ -162,8 +230,16 @@ def load_ratings_file(
         position += 1
     stamps = None
     if timestamp is not None:
-        stamps = np.floor(parse_numbers(table, names[position], "timestamp")).astype(np.int64)
+        stamps = np.floor(parse_numbers(table, names[position], "timestamp", limit=_INT64_LIMIT)).astype(np.int64)
+    keys = [users, items] + ([stamps] if duplicates_per_timestamp and stamps is not None else [])
+    key_names = ("user", "item", "timestamp")[: len(keys)]
+    kept, values = resolve_duplicates(keys, values, duplicates, table.where, names=key_names, source=str(path))
+    counts = {"rows_read": len(table), "duplicates_removed": len(table) - len(kept)}
+    if len(kept) < len(table):
+        users, items = users[kept], items[kept]
+        stamps = None if stamps is None else stamps[kept]
     try:
-        return RatingsData.from_labels(users, items, values, stamps, user_ids=user_ids, item_ids=item_ids)
+        data = RatingsData.from_labels(users, items, values, stamps, user_ids=user_ids, item_ids=item_ids)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from exc
+    return data, counts

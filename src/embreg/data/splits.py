@@ -44,6 +44,20 @@ def _largest_remainder(n: int, fractions: np.ndarray) -> np.ndarray:
     return sizes
 
 
+def min_split_rows(fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> int:
+    """The fewest rows :func:`random_split` cuts into three non-empty parts with these fractions.
+
+    Example:
+        >>> min_split_rows((0.8, 0.1, 0.1)), min_split_rows((0.6, 0.2, 0.2))
+        (7, 4)
+    """
+    values = _check_fractions(fractions)
+    n = 3
+    while not np.all(_largest_remainder(n, values) > 0):
+        n += 1
+    return n
+
+
 def random_split(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1), *, seed: int) -> dict[str, np.ndarray]:
     """Shuffle ``0..n-1`` and cut it into train/valid/test of the given fractions.
 

@@ -10,9 +10,11 @@ Text files are read with the project's table reader (:func:`embreg.data.tables.r
 header is line 1) and the column; parquet files are read with pandas/pyarrow and problems name the 1-based data
 row. Every bad input raises :class:`~embreg.errors.DataError`.
 
-Small files: when the file has fewer than ``valid_size + test_size + 1`` rows, the validation and test sets are
-shrunk to 10% of the rows each (at least one row each); ``record["eval_shrunk"]`` is then True and
-``record["requested_sizes"]`` keeps the sizes asked for.
+Small files: with the default evaluation sizes (``valid_size``/``test_size`` left ``None``: 1000 each), a file of
+fewer than 2001 rows gets validation and test sets of 10% of its rows each (at least one row each);
+``record["eval_shrunk"]`` is then True and ``record["requested_sizes"]`` keeps the default sizes. Sizes given
+explicitly are used as given: sizes the file cannot hold (and a ``train_size`` beyond the rows left) raise
+:class:`~embreg.data.labelled_text.SplitSizeError`, whose ``fits`` names sizes that would fit.
 
 Example:
     >>> import tempfile
@@ -35,7 +37,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from embreg.data.labelled_text import SPLITS, TextTask, few_sample_split
+from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask, few_sample_split
 from embreg.data.ratings_file import (
     _MISSING_WORDS,
     _fail,
@@ -51,6 +53,7 @@ from embreg.data.tables import (
     read_parquet_table,
     read_text_table,
 )
+from embreg.data.user_files import check_regular_file
 from embreg.errors import DataError
 
 __all__ = ["load_text_file"]
@@ -124,8 +127,8 @@ def load_text_file(
     kind: Literal["classification", "regression"] = "classification",
     sep: str | None = None,
     train_size: int | None = None,
-    valid_size: int = 1000,
-    test_size: int = 1000,
+    valid_size: int | None = None,
+    test_size: int | None = None,
     split_seed: int = 0,
     subset_seed: int = 0,
 ) -> TextTask:
@@ -140,9 +143,9 @@ def load_text_file(
     every label is a number; as strings otherwise) and numbered 0..C-1; ``label_names`` are their string forms
     (``"3"`` for an integral value). Regression labels must be finite numbers and become float32 targets.
 
-    If the file has fewer than ``valid_size + test_size + 1`` rows, the validation and test sets shrink to 10% of
-    the rows each (at least 1 each); ``record["eval_shrunk"]`` says so and ``record["requested_sizes"]`` keeps the
-    sizes asked for.
+    With the default evaluation sizes (``None``: 1000 each) a file of fewer than 2001 rows gets validation and test
+    sets of 10% of its rows each (at least 1 each); ``record["eval_shrunk"]`` says so and
+    ``record["requested_sizes"]`` keeps the default sizes. Explicit sizes are exact.
 
     Args:
         path: the file.
@@ -151,7 +154,7 @@ def load_text_file(
         kind: ``"classification"`` or ``"regression"``.
         sep: field separator of a text file; None to take it from the extension.
         train_size: training examples drawn from the rows left after the evaluation sets; None for all of them.
-        valid_size, test_size: sizes of the fixed validation and test sets.
+        valid_size, test_size: sizes of the fixed validation and test sets (``None``: 1000, shrunk on small files).
         split_seed: seed of the validation and test sets.
         subset_seed: seed of the training subset (subsets of one seed are nested across ``train_size``).
 
@@ -162,16 +165,16 @@ def load_text_file(
     Raises:
         DataError: missing file; empty, unreadable or malformed file (naming the line); missing text or label
             column (listing the columns present and the closest match); a missing or blank text, a missing label,
-            a non-numeric regression label (naming the line or row and the column); fewer than 2 classes; too few
-            rows; a ``train_size`` larger than the rows left after the evaluation sets.
+            a non-numeric regression label (naming the line or row and the column); fewer than 2 classes; fewer
+            than 3 rows; a path that is not a regular file. :class:`~embreg.data.labelled_text.SplitSizeError`
+            (a ``DataError``): explicit evaluation sizes the file cannot hold, or a ``train_size`` larger than the
+            rows left after the evaluation sets.
     """
     if kind not in _KINDS:
         raise DataError(f"kind={kind!r} must be 'classification' or 'regression'")
     if text_col == label_col:
         raise DataError(f"text_col and label_col are both {text_col!r}; they must be different columns")
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"text file {file} does not exist")
+    file = check_regular_file(path, "text file")
     table = _read_table(file, text_col, label_col, sep)
     text_name, label_name = table.names
     texts = _nonempty_text(table, text_name, "text").tolist()
@@ -191,10 +194,30 @@ def load_text_file(
         raise DataError(
             f"{file} has {num_rows} data row(s); at least 3 are needed (one each for train, valid and test)"
         )
+    defaults = {"valid": valid_size is None, "test": test_size is None}
+    valid_size = 1000 if valid_size is None else valid_size
+    test_size = 1000 if test_size is None else test_size
     requested = {"valid": valid_size, "test": test_size}
-    shrunk = valid_size >= 1 and test_size >= 1 and num_rows < valid_size + test_size + 1
+    small = max(1, num_rows // 10)
+    shrunk = any(defaults.values()) and num_rows < valid_size + test_size + 1
     if shrunk:
-        valid_size = test_size = max(1, num_rows // 10)
+        valid_size = small if defaults["valid"] else valid_size
+        test_size = small if defaults["test"] else test_size
+    pool = num_rows - valid_size - test_size
+    if pool < 1:
+        fits = {"valid_size": small, "test_size": small}
+        if train_size is not None and train_size > num_rows - 2 * small:
+            fits["train_size"] = num_rows - 2 * small
+        raise SplitSizeError(
+            f"{file} ({num_rows} rows): valid_size={valid_size} + test_size={test_size} leave no training rows",
+            fits,
+        )
+    if train_size is not None and not 1 <= train_size <= pool:
+        raise SplitSizeError(
+            f"{file} ({num_rows} rows): train_size={train_size} is outside [1, {pool}], the rows left after the "
+            f"validation ({valid_size}) and test ({test_size}) sets",
+            {"train_size": pool},
+        )
     try:
         split = few_sample_split(
             num_rows,

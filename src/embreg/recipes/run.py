@@ -38,6 +38,7 @@ from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
+from embreg.recipes.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
@@ -286,7 +287,7 @@ def _run_single(
     metrics = broadcast_from_main(metrics, env)
     if files is not None and env.is_main:
         files.write_metrics(metrics)
-        files.write_report(_report(recipe, metrics))
+        files.write_report(_report(recipe, metrics, recipe.adapter.data_used(recipe, built.prepared)))
         files.drop_checkpoints(recipe.train.keep_checkpoints)
     loggers.log_final(metrics)
     return FitResult(metrics=metrics, history=result.history)
@@ -326,8 +327,10 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
+def _report(recipe: Recipe, metrics: dict[str, Any], data: dict[str, Any] | None = None) -> str:
+    """``report.md``: the recipe, the data it used (a user's file by path, sha256 and rows), techniques, metrics."""
     rows = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in metrics.items())
+    used_data = data_line(data)
     techniques = [f"{kind}: {spec.name}" for kind, spec in recipe.index_transforms.items()]
     techniques += [spec.name for spec in recipe.regularizers]
     if recipe.objective.name != "standard":
@@ -337,7 +340,8 @@ def _report(recipe: Recipe, metrics: dict[str, Any]) -> str:
     return (
         f"# {recipe.name}\n\n{recipe.description}\n\ntask `{recipe.task}`, model `{model}`, "
         f"embeddings `{recipe.embeddings.name}`, techniques: {used}; seed {recipe.train.seed}\n\n"
-        f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n"
+        + (f"{used_data}\n\n" if used_data else "")
+        + f"| metric | value |\n|---|---|\n{rows}\n\nconfig: `config.yaml`, per-epoch history: `history.jsonl`\n"
     )
 
 

@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from embreg.errors import ConfigError
+from embreg.recipes.tasks.data_files import describe_user_file
 from embreg.registry import REGISTRY, missing_capabilities, register
 
 __all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows", "model_id_kinds", "RUN_METRICS"]
@@ -120,6 +121,7 @@ class TaskAdapter(ABC):
                     f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})"
                 )
         self.check_data(recipe)
+        describe_user_file(recipe)
 
     def check_data(self, recipe: Any) -> None:  # noqa: B027 - optional hook, empty by default
         """Task-specific consistency checks of a loaded recipe."""
@@ -181,6 +183,11 @@ class TaskAdapter(ABC):
     def records(self, recipe: Any, prepared: Any) -> dict[str, Any]:
         """JSON files the run directory gets besides the trainer's (``{"split.json": {...}}``)."""
         return {}
+
+    def data_used(self, recipe: Any, prepared: Any) -> dict[str, Any] | None:
+        """What the run's data was, for its report: a user's file (``path``, ``sha256``, ``rows_read``, ``rows``,
+        ...; :func:`embreg.recipes.tasks.data_files.file_record`) or a dataset (``dataset``, ``rows``)."""
+        return None
 
     def finish(
         self, recipe: Any, prepared: Any, trainer: Any, evaluator: Any, metrics: dict[str, Any]

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ import torch
 from embreg.data import CTRData, load_adult, load_ctr_file, load_ml100k_ctr, random_split, synthetic_ctr
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, check_split, register_task
+from embreg.recipes.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
 from embreg.train.batches import TensorBatches
 from embreg.train.ctr_evaluation import CTREvaluator
 
@@ -51,9 +52,12 @@ class CTRDataConfig:
     """The click table and its split.
 
     Attributes:
-        dataset: ``adult``, ``ml-100k-ctr`` or ``synthetic-ctr``; ignored when ``path`` is set.
+        dataset: ``adult``, ``ml-100k-ctr`` or ``synthetic-ctr``; ``file`` when ``path`` is set (it replaces the
+            dataset).
         path: a user's own click file (CSV/TSV/parquet) instead of a registry table (see
-            :func:`embreg.data.load_ctr_file`).
+            :func:`embreg.data.load_ctr_file`); resolved to an absolute path when the recipe is loaded.
+        sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
+            :mod:`embreg.recipes.tasks.data_files`).
         label_col: for ``path``, the column of 0/1 labels (``true``/``false`` accepted).
         categorical_cols: for ``path``, the categorical fields (``null``: every column that is neither the label
             nor dense; a missing value is its own category ``""``).
@@ -64,8 +68,9 @@ class CTRDataConfig:
         synthetic_rows: rows generated for ``synthetic-ctr`` (scale benchmarks use 10^7 and more).
     """
 
-    dataset: Literal["adult", "ml-100k-ctr", "synthetic-ctr"] = "adult"
+    dataset: Literal["adult", "ml-100k-ctr", "synthetic-ctr", "file"] = "adult"
     path: str | None = None
+    sha256: str | None = None
     label_col: str = "label"
     categorical_cols: list[str] | None = None
     dense_cols: list[str] = field(default_factory=list)
@@ -84,6 +89,7 @@ class CTRDataConfig:
             or self.synthetic_rows < 10
         ):
             raise ConfigError(f"data.synthetic_rows={self.synthetic_rows!r} must be an integer >= 10")
+        resolve_data_file(self)
 
 
 @dataclass
@@ -100,6 +106,7 @@ class PreparedCTRData:
     split: dict[str, np.ndarray]
     dense_mean: np.ndarray
     dense_std: np.ndarray
+    source: dict[str, Any] = field(default_factory=dict)
 
     def part(self, name: str) -> CTRData:
         return self.table.subset(self.split[name])
@@ -138,17 +145,22 @@ class CTRTask(TaskAdapter):
     def prepare(self, recipe) -> PreparedCTRData:
         d = recipe.data
         if d.path is not None:
+            described = checked_file(d)
             table = load_ctr_file(
                 d.path, label_col=d.label_col, categorical_cols=d.categorical_cols, dense_cols=d.dense_cols, sep=d.sep
             )
+            source = file_record(described, {"rows_read": len(table)}, len(table))
         else:
             table = load_ctr_dataset(d.dataset, d.synthetic_rows)
+            source = {"dataset": d.dataset, "rows_read": len(table)}
         if d.max_rows is not None and d.max_rows < len(table):
             table = table.subset(np.arange(d.max_rows))
+        source["rows"] = len(table)
+        require_split_rows(len(table), d.split, source)
         split = random_split(len(table), tuple(d.split), seed=d.split_seed)
         train_dense = table.dense[split["train"]].astype(np.float64)
         std = train_dense.std(0)
-        return PreparedCTRData(table, split, train_dense.mean(0), np.where(std > 0, std, 1.0))
+        return PreparedCTRData(table, split, train_dense.mean(0), np.where(std > 0, std, 1.0), source)
 
     def batches(self, recipe, prepared: PreparedCTRData) -> TensorBatches:
         return TensorBatches(prepared.tensors("train"), recipe.train.batch_size, seed=recipe.train.seed)
@@ -163,8 +175,12 @@ class CTRTask(TaskAdapter):
                 "fractions": recipe.data.split,
                 "kind": "random",
                 "sizes": {name: int(idx.size) for name, idx in prepared.split.items()},
+                "data": prepared.source,
             }
         }
+
+    def data_used(self, recipe, prepared: PreparedCTRData) -> dict[str, Any]:
+        return prepared.source
 
 
 register_task(

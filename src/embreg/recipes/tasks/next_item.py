@@ -30,8 +30,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -39,8 +39,9 @@ import torch
 from embreg.data import NegativeSampler
 from embreg.data.movielens import MovieLens100k
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, register_task
+from embreg.recipes.tasks.data_files import resolve_data_file
 from embreg.recipes.tasks.ratings import load_interactions, movielens_graph
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
@@ -57,10 +58,16 @@ class SequenceDataConfig:
     """Where the interactions come from, the leave-one-out split and the sequence length.
 
     Attributes:
-        dataset: a registry name (``ml-100k``); ignored when ``path`` is set.
-        path: a user's own interactions file (CSV/TSV/parquet) with a timestamp column.
+        dataset: a registry name (``ml-100k``); ``file`` when ``path`` is set (it replaces the dataset).
+        path: a user's own interactions file (CSV/TSV/parquet) with a timestamp column (resolved to an absolute
+            path when the recipe is loaded).
+        sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
+            :mod:`embreg.recipes.tasks.data_files`).
         user_col, item_col, timestamp_col: column mapping for ``path`` (``timestamp_col`` is required there).
         sep: field separator for text files (``null``: from the extension, else sniffed).
+        duplicates: rows of ``path`` with the same user, item *and* timestamp (one item taken again later is not
+            a duplicate): ``error`` (refused, naming their lines), ``first`` or ``last`` (the rows hold no value,
+            so there is no ``mean``); resolved before the split (:mod:`embreg.data.duplicates`).
         max_len: items of history the model sees (the most recent ones). 50 for ML-100k: it holds the whole history
             of 42% of its users (median history 65, mean 106), and attention's cost grows with the square of the
             window: on 2 CPU cores a SASRec step at 200 costs about 7x one at 50. 200 (the SSE paper's and
@@ -74,10 +81,12 @@ class SequenceDataConfig:
 
     dataset: str = "ml-100k"
     path: str | None = None
+    sha256: str | None = None
     user_col: str = "user_id"
     item_col: str = "item_id"
     timestamp_col: str | None = None
     sep: str | None = None
+    duplicates: Literal["error", "first", "last"] = "error"
     max_len: int = 50
     min_interactions: int = 3
     train_examples: Literal["sequences", "prefixes"] = "sequences"
@@ -96,6 +105,7 @@ class SequenceDataConfig:
         if self.eval_negatives < 1:
             raise ConfigError(f"data.eval_negatives={self.eval_negatives} must be >= 1")
         check_max_rows(self.max_rows)
+        resolve_data_file(self)
 
 
 @dataclass
@@ -106,11 +116,13 @@ class PreparedSequences:
         split: the per-user sequences and targets.
         negatives: ``{"uniform" | "popularity": (U, eval_negatives)}`` sampled-protocol negatives.
         movielens: the full ML-100k bundle when the recipe uses it (SSE-Graph's graphs), else ``None``.
+        source: the data used (``split.json``'s ``data``): the file's path, sha256 and rows, or the dataset.
     """
 
     split: SequenceSplit
     negatives: dict[str, torch.Tensor]
     movielens: MovieLens100k | None = None
+    source: dict[str, Any] = field(default_factory=dict)
 
 
 def training_examples(split: SequenceSplit, max_len: int, kind: str) -> dict[str, torch.Tensor]:
@@ -160,6 +172,21 @@ def training_examples(split: SequenceSplit, max_len: int, kind: str) -> dict[str
     }
 
 
+def _check_negatives(split: SequenceSplit, n: int, source: dict[str, Any]) -> None:
+    """Raises a one-line :class:`DataError` naming the file and the ``--set`` that fits when some user has fewer
+    than ``n`` items never interacted with to draw the sampled-protocol negatives from."""
+    seen = [len(np.unique(np.r_[seq, v, t])) for seq, v, t in zip(split.train, split.valid_items, split.test_items)]
+    fewest = split.num_items - max(seen) if seen else 0
+    if fewest >= n:
+        return
+    where = source.get("path", source.get("dataset"))
+    fix = f"--set data.eval_negatives={fewest} fits this data" if fewest >= 1 else "the data has too few items"
+    raise DataError(
+        f"{where}: data.eval_negatives={n} sampled negatives per user need at least {n} items the user never "
+        f"interacted with; of {split.num_items} item(s) a user has only {fewest}: {fix}"
+    )
+
+
 def expand_last(last: torch.Tensor, max_len: int, pad: int) -> torch.Tensor:
     """``(B,)`` last-position targets -> ``(B, max_len)`` targets, ``pad`` everywhere else."""
     target = torch.full((last.shape[0], max_len), pad, dtype=torch.long)
@@ -207,14 +234,23 @@ class NextItemTask(TaskAdapter):
                 "task next-item orders each user's interactions by time: set data.timestamp_col to the "
                 f"timestamp column of {d.path}"
             )
-        ratings, movielens = load_interactions(d, rating_col=None, holds="timed interactions")
+        ratings, movielens, source = load_interactions(
+            d, rating_col=None, holds="timed interactions", per_timestamp=True
+        )
         split = leave_one_out(ratings, min_interactions=d.min_interactions)  # every rating is an interaction
+        if len(split.users) == 0:
+            raise DataError(
+                f"{source.get('path', source.get('dataset'))}: no user among {len(ratings)} interaction row(s) has "
+                f"{d.min_interactions}; leave-one-out needs at least one user with data.min_interactions="
+                f"{d.min_interactions}"
+            )
         counts = split.train_item_counts().astype(np.float64)
+        _check_negatives(split, d.eval_negatives, source)
         negatives = {
             "uniform": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed),
             "popularity": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed + 1, weights=counts),
         }
-        return PreparedSequences(split=split, negatives=negatives, movielens=movielens)
+        return PreparedSequences(split=split, negatives=negatives, movielens=movielens, source=source)
 
     def num_ids(self, prepared: PreparedSequences, kind: str) -> int:
         return prepared.split.num_users if kind == "user" else prepared.split.num_items
@@ -266,8 +302,12 @@ class NextItemTask(TaskAdapter):
             train_examples=d.train_examples,
             eval_negatives=d.eval_negatives,
             eval_seed=d.eval_seed,
+            data=prepared.source,
         )
         return {"split.json": record}
+
+    def data_used(self, recipe, prepared: PreparedSequences) -> dict[str, Any]:
+        return prepared.source
 
 
 register_task(

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -26,15 +27,16 @@ from embreg.data import (
     item_graph_from_genres,
     item_graph_from_kg,
     load_ml100k,
-    load_ratings_file,
     per_user_split,
     random_split,
     user_graph_from_attributes,
 )
 from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.data.movielens import MovieLens100k
-from embreg.errors import ConfigError
+from embreg.data.ratings_file import read_ratings_file
+from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, check_split, register_task
+from embreg.recipes.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
 from embreg.train.evaluation import RankingEvaluator, RatingEvaluator
@@ -44,6 +46,8 @@ __all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", 
 SPLITS = ("train", "valid", "test")
 RANKING_KS = (1, 5, 10)
 """The cut-offs of the ranking task's top-k metrics (``precision@k``, ``recall@k``, ``ndcg@k``, ``hit@k``)."""
+TOP_K = max(RANKING_KS)
+"""The largest cut-off: a ranking task needs at least this many items."""
 
 
 @dataclass
@@ -51,11 +55,17 @@ class RatingsDataConfig:
     """Where the interactions come from and how they are split.
 
     Attributes:
-        dataset: a registry name (``embreg list``); ignored when ``path`` is set.
-        path: a user's own ratings file (CSV/TSV/parquet) instead of a registry dataset.
+        dataset: a registry name (``embreg list``); ``file`` when ``path`` is set (it replaces the dataset).
+        path: a user's own ratings file (CSV/TSV/parquet) instead of a registry dataset; resolved to an absolute
+            path when the recipe is loaded.
+        sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded,
+            so ``config.yaml`` names the exact bytes used; see :mod:`embreg.recipes.tasks.data_files`).
         user_col, item_col, rating_col, timestamp_col: column mapping for ``path`` (``rating_col: null`` means
             implicit feedback).
         sep: field separator for text files (``null``: from the extension, else sniffed).
+        duplicates: rows of ``path`` with the same (user, item): ``error`` (refused, naming their lines),
+            ``first``, ``last`` or ``mean`` (mean rating; not for implicit feedback), resolved before the split
+            (:mod:`embreg.data.duplicates`).
         split: train/valid/test fractions.
         split_seed: seed of the split (recorded in the run directory).
         min_rating: for ranking tasks, interactions with a rating below this are dropped (``null``: keep all).
@@ -64,11 +74,13 @@ class RatingsDataConfig:
 
     dataset: str = "ml-100k"
     path: str | None = None
+    sha256: str | None = None
     user_col: str = "user_id"
     item_col: str = "item_id"
     rating_col: str | None = "rating"
     timestamp_col: str | None = None
     sep: str | None = None
+    duplicates: Literal["error", "first", "last", "mean"] = "error"
     split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
     min_rating: float | None = None
@@ -77,6 +89,12 @@ class RatingsDataConfig:
     def __post_init__(self) -> None:
         check_split(self.split)
         check_max_rows(self.max_rows)
+        if self.duplicates == "mean" and self.rating_col is None:
+            raise ConfigError(
+                "data.duplicates='mean' averages ratings, but data.rating_col is null (implicit feedback): "
+                "use data.duplicates=first or last"
+            )
+        resolve_data_file(self)
 
 
 @dataclass
@@ -87,11 +105,13 @@ class PreparedRatings:
         ratings: every interaction used by the recipe.
         split: ``{"train"|"valid"|"test": index array into ratings}``.
         movielens: the full ML-100k bundle when the recipe uses it, else ``None``.
+        source: the data used (``split.json``'s ``data``): the file's path, sha256 and rows, or the dataset.
     """
 
     ratings: RatingsData
     split: dict[str, np.ndarray]
     movielens: MovieLens100k | None = None
+    source: dict[str, Any] = field(default_factory=dict)
 
     def part(self, name: str) -> RatingsData:
         return self.ratings.subset(self.split[name])
@@ -120,30 +140,39 @@ def popularity_thirds(train_items: np.ndarray, num_items: int) -> tuple[np.ndarr
     return popular, rare
 
 
-def load_interactions(data, *, rating_col: str | None, holds: str) -> tuple[RatingsData, MovieLens100k | None]:
+def load_interactions(
+    data, *, rating_col: str | None, holds: str, per_timestamp: bool = False
+) -> tuple[RatingsData, MovieLens100k | None, dict[str, Any]]:
     """The interactions a ``data`` section names: ``data.path`` (its columns) or ML-100k, cut to ``data.max_rows``.
 
-    Returns ``(ratings, the ML-100k bundle or None)``; ``holds`` names what the task needs in the error for an
-    unknown dataset (``"ratings"``, ``"timed interactions"``).
+    Returns ``(ratings, the ML-100k bundle or None, the data used)``; ``holds`` names what the task needs in the
+    error for an unknown dataset (``"ratings"``, ``"timed interactions"``). Duplicates in a file are resolved by
+    ``data.duplicates`` (the same user, item and timestamp with ``per_timestamp``) before the cut.
     """
     movielens = None
     if data.path is not None:
-        ratings = load_ratings_file(
+        described = checked_file(data)
+        ratings, counts = read_ratings_file(
             data.path,
             user=data.user_col,
             item=data.item_col,
             rating=rating_col,
             timestamp=data.timestamp_col,
             sep=data.sep,
+            duplicates=data.duplicates,
+            duplicates_per_timestamp=per_timestamp,
         )
+        source = file_record(described, counts, len(ratings), duplicates=data.duplicates)
     elif data.dataset == "ml-100k":
         movielens = load_ml100k()
         ratings = movielens.ratings
+        source = {"dataset": data.dataset, "rows_read": len(ratings)}
     else:
         raise ConfigError(f"data.dataset={data.dataset!r} holds no {holds}; use 'ml-100k' or set data.path")
     if data.max_rows is not None and data.max_rows < len(ratings):
         ratings = ratings.subset(np.arange(data.max_rows))
-    return ratings, movielens
+    source["rows"] = len(ratings)
+    return ratings, movielens, source
 
 
 def movielens_graph(ml: MovieLens100k | None, kind: str, name: str, relations, num_ids: int) -> NeighbourGraph:
@@ -171,14 +200,26 @@ class _InteractionTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedRatings:
         d = recipe.data
-        ratings, movielens = load_interactions(d, rating_col=d.rating_col, holds="ratings")
+        ratings, movielens, source = load_interactions(d, rating_col=d.rating_col, holds="ratings")
         if self.name == "ranking" and d.min_rating is not None:
             ratings = ratings.subset(np.flatnonzero(ratings.ratings >= d.min_rating))
+            source["rows"] = len(ratings)
         if self.split_kind == "random":
             split = random_split(len(ratings), tuple(d.split), seed=d.split_seed)
+            require_split_rows(len(ratings), d.split, source)
         else:
             split = per_user_split(ratings.users, tuple(d.split), seed=d.split_seed)
-        return PreparedRatings(ratings=ratings, split=split, movielens=movielens)
+            if split["test"].size == 0:
+                raise DataError(
+                    f"{source.get('path', source.get('dataset'))}: no user among {len(ratings)} interaction row(s) "
+                    "has 3; a per-user split needs at least one user with 3 (one each for train, valid and test)"
+                )
+            if self.name == "ranking" and ratings.num_items < TOP_K:
+                raise DataError(
+                    f"{source.get('path', source.get('dataset'))}: {ratings.num_items} distinct item(s); ranking "
+                    f"metrics up to @{TOP_K} need at least {TOP_K} items"
+                )
+        return PreparedRatings(ratings=ratings, split=split, movielens=movielens, source=source)
 
     def num_ids(self, prepared: PreparedRatings, kind: str) -> int:
         return prepared.ratings.num_users if kind == "user" else prepared.ratings.num_items
@@ -202,8 +243,12 @@ class _InteractionTask(TaskAdapter):
                 "fractions": recipe.data.split,
                 "kind": "per-user" if self.split_kind == "per-user" else "random",
                 "sizes": {name: int(idx.size) for name, idx in prepared.split.items()},
+                "data": prepared.source,
             }
         }
+
+    def data_used(self, recipe, prepared: PreparedRatings) -> dict[str, Any]:
+        return prepared.source
 
 
 class RatingTask(_InteractionTask):

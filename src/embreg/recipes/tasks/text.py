@@ -15,14 +15,15 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
-from embreg.data.labelled_text import SPLITS, TextTask
+from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, register_task
+from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
 from embreg.train.batches import TensorBatches
 from embreg.train.text_evaluation import TextEvaluator
 
@@ -36,10 +37,14 @@ class LabelledTextConfig:
     Attributes:
         dataset: ``reviews`` (women's clothing reviews), ``polarity`` (200 sentences) or ``file`` (``path``).
         task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes) or ``regression`` (stars).
-        path: your own CSV/TSV/parquet file (sets ``dataset: file``); text_col, label_col: its columns;
-            sep: separator of text files (``null``: from the extension).
-        train_size: training examples drawn from the pool (``null``: all).
-        valid_size, test_size: fixed evaluation sets (reviews: 1000/2000; polarity: 40/40; files: 1000/1000).
+        path: your own CSV/TSV/parquet file (sets ``dataset: file``; resolved to an absolute path when the recipe is
+            loaded); text_col, label_col: its columns; sep: separator of text files (``null``: from the extension).
+        sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
+            :mod:`embreg.recipes.tasks.data_files`).
+        train_size: training examples drawn from the pool (``null``: all). A file too small for it is an error
+            naming the ``--set data.train_size=N`` that fits.
+        valid_size, test_size: fixed evaluation sets (reviews: 1000/2000; polarity: 40/40; files: 1000/1000, or
+            10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact).
         split_seed: seed of the evaluation sets; subset_seed: seed of the training subset.
         max_length: tokens per text (truncated), including [CLS] and [SEP].
     """
@@ -47,6 +52,7 @@ class LabelledTextConfig:
     dataset: Literal["reviews", "polarity", "file"] = "reviews"
     task: Literal["binary", "rating", "regression"] = "binary"
     path: str | None = None
+    sha256: str | None = None
     text_col: str = "text"
     label_col: str = "label"
     sep: str | None = None
@@ -58,10 +64,9 @@ class LabelledTextConfig:
     max_length: int = 64
 
     def __post_init__(self) -> None:
-        if self.path is not None:
-            self.dataset = "file"
         if self.dataset == "file" and self.path is None:
             raise ConfigError("data.dataset='file' needs data.path (a CSV/TSV/parquet file with text and labels)")
+        resolve_data_file(self)
         if self.train_size is not None and self.train_size < 1:
             raise ConfigError(f"data.train_size={self.train_size} must be >= 1 or null")
         if self.max_length < 2:
@@ -78,6 +83,7 @@ class PreparedText:
     task: TextTask
     tensors: dict[str, dict[str, torch.Tensor]]
     vocab_size: int = 0
+    source: dict[str, Any] = field(default_factory=dict)
 
 
 def load_text_task(recipe: Any) -> TextTask:
@@ -90,18 +96,23 @@ def load_text_task(recipe: Any) -> TextTask:
     if d.dataset == "file":
         from embreg.data.text_file import load_text_file
 
-        return load_text_file(
-            d.path,
-            text_col=d.text_col,
-            label_col=d.label_col,
-            kind=recipe.task,
-            sep=d.sep,
-            train_size=d.train_size,
-            valid_size=d.valid_size or 1000,
-            test_size=d.test_size or 1000,
-            split_seed=d.split_seed,
-            subset_seed=d.subset_seed,
-        )
+        try:
+            return load_text_file(
+                d.path,
+                text_col=d.text_col,
+                label_col=d.label_col,
+                kind=recipe.task,
+                sep=d.sep,
+                train_size=d.train_size,
+                valid_size=d.valid_size,
+                test_size=d.test_size,
+                split_seed=d.split_seed,
+                subset_seed=d.subset_seed,
+            )
+        except SplitSizeError as exc:
+            sets = " ".join(f"--set data.{key}={value}" for key, value in exc.fits.items())
+            alternative = " (or data.train_size=null: every row left)" if "train_size" in exc.fits else ""
+            raise ConfigError(f"{exc}; {sets} fits this file{alternative}") from None
     from embreg.data.reviews import load_reviews
 
     return load_reviews(
@@ -147,7 +158,10 @@ class _TextTask(TaskAdapter):
         from embreg.models.encoder_classifier import encode_texts
         from embreg.models.pretrained import load_pretrained
 
+        described = checked_file(recipe.data) if recipe.data.path is not None else None
         task = load_text_task(recipe)
+        rows = sum(task.sizes.values())
+        source = file_record(described, None, rows) if described else {"dataset": recipe.data.dataset, "rows": rows}
         if task.kind != self.name:
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
@@ -157,7 +171,7 @@ class _TextTask(TaskAdapter):
             dtype = torch.float32 if task.kind == "regression" else torch.long
             encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
             tensors[split] = encoded
-        return PreparedText(task, tensors, vocab_size=len(tokenizer))
+        return PreparedText(task, tensors, vocab_size=len(tokenizer), source=source)
 
     def num_ids(self, prepared: PreparedText, kind: str) -> int:
         """The tokenizer's vocabulary size (every id the encoder's embedding table has)."""
@@ -170,7 +184,10 @@ class _TextTask(TaskAdapter):
         return TextEvaluator(prepared.tensors, prepared.task.num_labels, batch_size=recipe.train.eval_batch_size or 64)
 
     def records(self, recipe, prepared: PreparedText) -> dict:
-        return {"split.json": prepared.task.record | {"task_name": prepared.task.name}}
+        return {"split.json": prepared.task.record | {"task_name": prepared.task.name, "data": prepared.source}}
+
+    def data_used(self, recipe, prepared: PreparedText) -> dict[str, Any]:
+        return prepared.source
 
     def extra_metric_names(self, recipe) -> tuple[str, ...]:
         """What :meth:`finish` adds: the training split's metrics (``train_``) and their gaps to test (``gap_``)."""

@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe

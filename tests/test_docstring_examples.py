@@ -14,6 +14,8 @@ MODULES = [
     "embreg.recipes.recipe",
     "embreg.recipes.shipped",
     "embreg.recipes.context",
+    "embreg.recipes.accepts",
+    "embreg.recipes.no_ops",
     "embreg.recipes.tasks",
     "embreg.recipes.tasks.ratings",
     "embreg.recipes.tasks.ctr",

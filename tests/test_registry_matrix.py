@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
@@ -33,6 +32,7 @@ from embreg.recipes.run import build_run
 from embreg.recipes.tasks import model_id_kinds
 from embreg.registry import REGISTRY, SLOTS, missing_capabilities
 from embreg.regularizers.embedding_noise import embedding_modules
+from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import base_recipe
 
 STEPS = 3
@@ -139,49 +139,8 @@ def test_every_model_has_a_shipped_recipe_to_run_the_matrix_on() -> None:
 # ------------------------------------------------------------------------------------------ encoder checkpoints
 @pytest.fixture(scope="module")
 def pretrained_stub(tmp_path_factory: pytest.TempPathFactory):
-    """``load_pretrained`` answered with a tiny random BERT (2 layers, width 16) and a working fast tokenizer.
-
-    The tokenizer is the named checkpoint's own when it is cached (read offline in about a second), else the
-    word-level one of :func:`tests.helpers.finetune_tiny.tiny_checkpoint`. The encoder is always tiny: the cached
-    MiniLM takes ~0.9 s a step on one thread, which would make the encoder rows most of the matrix's time, and
-    the matrix checks the wiring, not the pretrained weights (tests/models/test_encoder_pretrained.py does).
-    """
-    pytest.importorskip("transformers")
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from embreg.models import pretrained
-
-    real = pretrained.load_pretrained
-    tokenizers: dict[str, Any] = {}
-
-    def load(name_or_path: Any, *, progress: bool = True) -> tuple[nn.Module, Any]:
-        key = str(name_or_path)
-        if key not in tokenizers:
-            cached = {info.name: info.cached for info in pretrained.list_pretrained()}
-            if cached.get(key):
-                tokenizers[key] = AutoTokenizer.from_pretrained(
-                    str(pretrained.pretrained_dir(key)), local_files_only=True
-                )
-            elif key not in cached:  # a local checkpoint directory
-                tokenizers[key] = real(name_or_path, progress=False)[1]
-            else:
-                from tests.helpers.finetune_tiny import tiny_checkpoint
-
-                tokenizers[key] = real(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")), progress=False)[1]
-        tokenizer = tokenizers[key]
-        config = BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=128,
-        )
-        return BertModel(config).eval(), tokenizer
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pretrained, "load_pretrained", load)
-        yield load
+    """``load_pretrained`` answered with a tiny random BERT (:func:`tests.helpers.pretrained_stub.tiny_pretrained`)."""
+    yield from tiny_pretrained(tmp_path_factory)
 
 
 @pytest.fixture

@@ -118,6 +118,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             needs = f" [needs {', '.join(entry.requires)}]" if entry.requires else ""
             reference = f" ({entry.reference})" if entry.reference else ""
             print(f"  {entry.name:24s} {entry.summary}{needs}{reference}")
+            if slot == "model":
+                print(f"  {'':24s} {entry.accepts_line()}")
     return 0
 
 

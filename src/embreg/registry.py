@@ -22,6 +22,17 @@ layers from a perturbed input; ``dropout_sites``: it exposes its dropout sites; 
 as ``ids:item`` for index transforms), a model ``provides`` them. A recipe that pairs a technique with a model
 lacking one of its requirements is refused before anything trains, with the missing capability named.
 
+A model states everything it takes, so that no recipe setting is silently dropped; each keyword is required
+(:data:`MODEL_DECLARATIONS`), an empty tuple saying "none":
+
+* ``tasks=(...)``: the tasks it serves;
+* ``embeddings=(...)``: the embedding kinds (``embedding`` entries) its tables can be built as;
+* ``kinds=(...)``: the id kinds it takes index transforms on (``kinds_for=config -> kinds`` where that depends on
+  its config, ``kinds_hint={kind: why}`` to say how to enable one);
+* ``provides=(...)``: its capabilities.
+
+:meth:`Entry.accepts` reads them back; ``embreg list`` shows them.
+
 This module is the ground floor: it imports nothing else from embreg but :mod:`embreg.errors`. Built-in entries
 register when their modules are imported; :func:`load_builtins` imports every module of
 :data:`BUILTIN_PACKAGES`.
@@ -64,6 +75,7 @@ __all__ = [
     "load_builtins",
     "missing_capabilities",
     "BUILTIN_PACKAGES",
+    "MODEL_DECLARATIONS",
 ]
 
 SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis")
@@ -79,6 +91,9 @@ BUILTIN_PACKAGES = (
 )
 """Packages whose modules register the built-in entries beside their own code; every module in them is imported
 by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
+
+MODEL_DECLARATIONS = ("tasks", "embeddings", "kinds", "provides")
+"""The keywords every ``model`` registration must give (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +127,45 @@ class Entry:
         """The config with every default."""
         return self.config()
 
+    def accepts(self) -> dict[str, Any]:
+        """What a model takes: ``{"tasks", "embeddings", "id_kinds", "id_kind_conditions"}`` (empty for other slots).
+
+        ``id_kinds`` are every id kind it can take an index transform on; ``id_kind_conditions`` says, for kinds
+        that depend on the model's config, what enables them.
+
+        Example:
+            >>> REGISTRY.get("model", "lstm-lm").accepts()["id_kinds"]
+            ['token', 'label']
+        """
+        if self.slot != "model":
+            return {}
+        return {
+            "tasks": list(self.extra.get("tasks", ())),
+            "embeddings": list(self.extra.get("embeddings", ())),
+            "id_kinds": list(self.extra.get("kinds", ())),
+            "id_kind_conditions": dict(self.extra.get("kinds_hint", {})),
+        }
+
+    def accepts_line(self) -> str:
+        """What a model serves, provides and accepts, on one line (``embreg list``).
+
+        Example:
+            >>> REGISTRY.get("model", "lstm-lm").accepts_line()
+            'tasks: lm | provides: dropout_sites, layer_stack | accepts embeddings: uniform; index transforms on ids: token, label'
+        """
+        accepts = self.accepts()
+        if not accepts:
+            return ""
+        kinds = ", ".join(accepts["id_kinds"]) or "none"
+        conditions = "; ".join(f"{kind}: {why}" for kind, why in accepts["id_kind_conditions"].items())
+        return (
+            f"tasks: {', '.join(accepts['tasks'])} | provides: {', '.join(self.provides) or 'nothing'} | accepts "
+            f"embeddings: {', '.join(accepts['embeddings'])}; index transforms on ids: {kinds}"
+            + (f" ({conditions})" if conditions else "")
+        )
+
     def describe(self) -> dict[str, Any]:
-        """Plain data for ``embreg list --json``."""
+        """Plain data for ``embreg list --json`` (models add ``tasks`` and ``accepts``)."""
         fields = {}
         for f in dataclasses.fields(self.config):
             default = (
@@ -129,8 +181,16 @@ class Entry:
             "reference": self.reference,
             "requires": list(self.requires),
             "provides": list(self.provides),
+            **self._model_description(),
             "arguments": fields,
         }
+
+    def _model_description(self) -> dict[str, Any]:
+        if self.slot != "model":
+            return {}
+        accepts = self.accepts()
+        tasks = accepts.pop("tasks")
+        return {"tasks": tasks, "accepts": accepts}
 
 
 class Registry:
@@ -148,18 +208,25 @@ class Registry:
         summary: str,
         reference: str = "",
         requires: Iterable[str] = (),
-        provides: Iterable[str] = (),
+        provides: Iterable[str] | None = None,
         **extra: Any,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``build(config, context)`` under ``slot``/``name``.
 
+        Args:
+            provides: capabilities; a ``model`` must give them (``()``: none), as every one of
+                :data:`MODEL_DECLARATIONS`.
+
         Raises:
-            ValueError: unknown slot, a config that is not a dataclass with defaults, or a name taken twice.
+            ValueError: unknown slot, a config that is not a dataclass with defaults, a name taken twice, or a
+                model that leaves out one of :data:`MODEL_DECLARATIONS` or gives one that is not a tuple of names.
         """
         if slot not in SLOTS:
             raise ValueError(f"slot={slot!r} must be one of {SLOTS}")
         if not dataclasses.is_dataclass(config):
             raise ValueError(f"{slot} {name!r}: config must be a dataclass, got {config!r}")
+        if slot == "model":
+            _check_model_declarations(name, {**extra, "provides": provides})
 
         def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._entries[slot]:
@@ -174,7 +241,7 @@ class Registry:
                     f"{slot} {name!r}: every field of {config.__name__} needs a default; {required} have none"
                 )
             self._entries[slot][name] = Entry(
-                slot, name, config, build, summary, reference, tuple(requires), tuple(provides), dict(extra)
+                slot, name, config, build, summary, reference, tuple(requires), tuple(provides or ()), dict(extra)
             )
             return build
 
@@ -234,6 +301,25 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def _check_model_declarations(name: str, given: dict[str, Any]) -> None:
+    """Raises ValueError unless a model registration states every one of :data:`MODEL_DECLARATIONS` as a tuple of
+    names (and takes at least one task and one embedding kind)."""
+    missing = [key for key in MODEL_DECLARATIONS if given.get(key) is None]
+    if missing:
+        raise ValueError(
+            f"model {name!r} must declare {', '.join(f'{key}=(...)' for key in missing)}: every model states the "
+            f"tasks, embedding kinds, id kinds and capabilities it takes (an empty tuple: none), so that no recipe "
+            "setting is silently ignored"
+        )
+    for key in MODEL_DECLARATIONS:
+        value = given[key]
+        if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"model {name!r}: {key}={value!r} must be a tuple of names")
+    for key in ("tasks", "embeddings"):
+        if not given[key]:
+            raise ValueError(f"model {name!r}: {key}=() is empty; a model serves at least one")
 
 
 def missing_capabilities(requires: Iterable[str], provides: Iterable[str]) -> list[str]:

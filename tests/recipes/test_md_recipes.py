@@ -142,7 +142,12 @@ def test_md_tables_compose_with_sse_in_a_recipe(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "recipe, extra", [("mf", ()), ("md-mf", ("embeddings.num_blocks=2",)), ("md-ncf", ("embeddings.num_blocks=2",))]
+    "recipe, extra",
+    [
+        ("mf", ("model.init_std=0.1",)),  # mf.yaml's init_std 0.01 scales init: normal only (else refused)
+        ("md-mf", ("embeddings.num_blocks=2",)),
+        ("md-ncf", ("embeddings.num_blocks=2",)),
+    ],
 )
 def test_model_init_xavier_uniform_starts_every_table_matrix_in_its_bound(tmp_path, recipe, extra):
     cfg = _file_recipe(recipe, tmp_path, "model.init=xavier_uniform", *extra)

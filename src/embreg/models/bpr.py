@@ -141,6 +141,7 @@ def _table(embedding: nn.Module) -> torch.Tensor:
     tasks=("ranking",),
     kinds=("user", "item"),
     embeddings=("uniform",),
+    provides=(),
     summary="Bayesian personalised ranking (pairwise loss, sampled negatives)",
     reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)",
 )

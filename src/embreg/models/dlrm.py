@@ -220,6 +220,8 @@ class DLRMConfig:
     "dlrm",
     config=DLRMConfig,
     tasks=("ctr",),
+    kinds=(),
+    embeddings=("uniform", "md"),
     provides=("layer_stack", "linear_layers"),
     summary="DLRM: bottom MLP, per-field embeddings, pairwise dot interactions, top MLP -> click logit",
     reference="mixed-dimension-embeddings.txt, Sec. IV (DLRM)",

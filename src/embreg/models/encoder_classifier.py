@@ -244,6 +244,7 @@ class EncoderClassifierConfig:
     config=EncoderClassifierConfig,
     tasks=("classification", "regression"),
     kinds=("token",),
+    embeddings=("uniform",),
     provides=("layer_stack", "linear_layers", "pretrained"),
     summary="pretrained BERT-family encoder + pooling + linear head",
     reference="lnsr-noise-stability-bert.txt, Sec. 4",

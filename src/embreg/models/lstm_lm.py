@@ -514,6 +514,7 @@ class LSTMLanguageModelConfig:
     config=LSTMLanguageModelConfig,
     tasks=("lm",),
     kinds=("token", "label"),
+    embeddings=("uniform",),
     provides=("dropout_sites", "layer_stack"),
     summary="AWD-style LSTM language model with locked, embedding and weight dropout",
     reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1",

@@ -139,6 +139,8 @@ class BiasedMF(UserItemModel):
     config=UserItemConfig,
     tasks=("rating",),
     kinds=("user", "item"),
+    embeddings=("uniform", "md"),
+    provides=(),
     summary="biased matrix factorisation, squared loss",
     reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (MF)",
 )

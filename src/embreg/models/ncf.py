@@ -236,6 +236,7 @@ class NCFConfig:
     config=NCFConfig,
     tasks=("rating",),
     kinds=("user", "item"),
+    embeddings=("uniform", "md"),
     provides=("layer_stack", "linear_layers"),
     summary="neural collaborative filtering (GMF + MLP), squared loss",
     reference="mixed-dimension-embeddings.txt, Appendix H (NCF)",

@@ -377,6 +377,7 @@ class SASRec(nn.Module):
     kinds_for=lambda config: ("user", "item", "label") if config.user_dim > 0 else ("item", "label"),
     kinds_hint={"user": "user ids need a user embedding: set model.user_dim > 0 (SSE-PT)"},
     embeddings=("uniform",),
+    provides=(),
     summary="SASRec / SSE-PT: causal self-attention over the item sequence (user embedding with user_dim > 0)",
     reference="Kang & McAuley 2018, Sec. III; sse-stochastic-shared-embeddings.txt, Sec. 4.2 / Table 4 (SSE-PT)",
 )

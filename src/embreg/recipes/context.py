@@ -9,7 +9,8 @@ builders never reach into other builders' code:
 * ``transforms``: the built index transforms by id kind (models take them);
 * ``kind``: the id kind an index transform is being built for;
 * ``model``, ``objective``: the built model and objective (for regularisers that read them);
-* ``tables(request)``: embedding tables built by the recipe's ``embeddings`` entry.
+* ``tables(request)``: embedding tables built by the recipe's ``embeddings`` entry (``tables_built`` counts the
+  calls: a model that never asks cannot honour the recipe's ``embeddings`` section, which is then refused).
 
 Example:
     >>> from embreg.recipes import load_recipe
@@ -40,6 +41,7 @@ class BuildContext:
     kind: str | None = None
     model: nn.Module | None = None
     objective: Any = None
+    tables_built: int = 0
 
     @property
     def adapter(self) -> Any:
@@ -60,6 +62,7 @@ class BuildContext:
     def tables(self, request: Any) -> Any:
         """Embedding tables for ``request`` (:class:`embreg.embeddings.tables.TableRequest`), built by the recipe's
         ``embeddings`` entry: ``(modules, plan)``."""
+        self.tables_built += 1
         return self.recipe.embeddings.build(request)
 
     def for_kind(self, kind: str) -> BuildContext:

@@ -39,6 +39,8 @@ from typing import Any, ClassVar, Literal
 
 from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
+from embreg.recipes.accepts import check_model_accepts, check_tables_reached
+from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
 from embreg.train.loggers import check_logger_names
@@ -130,6 +132,16 @@ class Component:
 class ModelSpec(Component):
     slot = "model"
 
+    def build(self, context: Any) -> Any:
+        """The built model; refuses a recipe ``embeddings`` section that the model's builder never used
+        (:func:`embreg.recipes.accepts.check_tables_reached`)."""
+        before = getattr(context, "tables_built", 0)
+        model = super().build(context)
+        recipe = getattr(context, "recipe", None)
+        if recipe is not None:
+            check_tables_reached(recipe, self.name, getattr(context, "tables_built", 0) - before)
+        return model
+
 
 class EmbeddingsSpec(Component):
     slot = "embedding"
@@ -144,9 +156,21 @@ class ObjectiveSpec(Component):
     slot = "objective"
     default_name = "standard"
 
+    def build(self, context: Any) -> Any:
+        """The built objective; warns once when it is a no-op on the built model (:mod:`embreg.recipes.no_ops`)."""
+        objective = super().build(context)
+        warn_no_op(self, objective, context)
+        return objective
+
 
 class RegularizerSpec(Component):
     slot = "regularizer"
+
+    def build(self, context: Any) -> Any:
+        """The built regulariser; warns once when it is a no-op on the built model (:mod:`embreg.recipes.no_ops`)."""
+        regularizer = super().build(context)
+        warn_no_op(self, regularizer, context)
+        return regularizer
 
 
 @dataclass
@@ -162,7 +186,7 @@ class TrainConfig:
             :mod:`embreg.train.lazy_adam`; no weight decay), ``sgd`` or ``adagrad``.
         schedule: ``constant`` or ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
             lnsr-noise-stability-bert.txt, Sec. 4.3).
-        warmup: fraction of the steps spent warming up (``linear`` only).
+        warmup: fraction of the steps spent warming up (``linear`` only: another schedule refuses a warm-up).
         patience: evaluations without improvement before stopping (``null``: never stop early).
         min_epochs: epochs always trained before early stopping may end the run (``0``: none).
         clip_norm: global gradient-norm clipping (``null``: none).
@@ -229,6 +253,11 @@ class TrainConfig:
             )
         if not 0 <= self.warmup < 1:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
+        if self.warmup > 0 and self.schedule != "linear":
+            raise ConfigError(
+                f"train.warmup={self.warmup} warms up the 'linear' schedule only, and train.schedule="
+                f"{self.schedule!r} would ignore it; set train.schedule=linear or train.warmup=0"
+            )
         if self.patience is not None and self.patience < 1:
             raise ConfigError(f"train.patience={self.patience} must be >= 1 or null")
         if not 0 <= self.min_epochs <= self.epochs:
@@ -326,6 +355,7 @@ class Recipe:
                 raise ConfigError(f"index_transforms.{kind}: unknown id kind{hint} Id kinds: {', '.join(ID_KINDS)}")
         if self.monitor_metric is not None and not self.monitor_metric.startswith("val_"):
             raise ConfigError(f"monitor_metric={self.monitor_metric!r} must name a validation metric (val_...)")
+        check_model_accepts(self)
         task.extra["adapter"].check(self)
 
     @property

@@ -79,12 +79,6 @@ class TaskAdapter(ABC):
             raise ConfigError(
                 f"model {model.name!r} does not serve task {self.name!r}; models for it: {', '.join(serving)}"
             )
-        allowed = model.extra.get("embeddings")
-        if allowed is not None and recipe.embeddings.name not in allowed:
-            raise ConfigError(
-                f"embeddings {recipe.embeddings.name!r} is not available for model {model.name!r}; "
-                f"it takes {', '.join(allowed)}"
-            )
         model_kinds = model_id_kinds(model, recipe.model.config)
         for kind, spec in recipe.index_transforms.items():
             if kind not in self.id_kinds:

@@ -40,6 +40,7 @@ import torch
 
 from embreg.errors import EmbregError
 from embreg.sse._kernel import kernel_mode
+from embreg.sse._validation import check_ids_dtype
 
 __all__ = ["cuda_sampler", "philox_counter", "sse_se_cuda", "launch_sse_se"]
 
@@ -157,7 +158,8 @@ def launch_sse_se(
 
     Args:
         kernel: the namespace from :func:`cuda_sampler` (or Triton's interpreter in tests).
-        ids: integer ids of any shape, each in [0, N) or equal to ``keep_value``; unchecked.
+        ids: integer ids of any shape, each in [0, N) or equal to ``keep_value``; their values are unchecked,
+            their dtype must hold N - 1 (checked: no host synchronisation).
         num_embeddings: N.
         p: swap probability in [0, 1].
         seed, offset: the Philox key and counter offset (:func:`philox_counter`).
@@ -167,6 +169,7 @@ def launch_sse_se(
     Returns:
         A tensor with the shape, dtype and device of ``ids``.
     """
+    check_ids_dtype(ids, num_embeddings)
     flat = ids.reshape(-1)
     if not flat.is_contiguous():
         flat = flat.contiguous()

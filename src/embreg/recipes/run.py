@@ -4,7 +4,8 @@ A run builds, in this order: the task's data (:meth:`TaskAdapter.prepare`), the 
 the model (given its transforms and its tables), the objective, the regularisers, then trains with
 :class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
-``train.keep_checkpoints`` says), ``metrics.json`` and ``report.md``. A finished seed is recognised by its
+``train.keep_checkpoints`` says), ``metrics.json``, ``backends.json`` (which backend each C++ kernel took:
+:func:`embreg._native.backend_record`) and ``report.md``. A finished seed is recognised by its
 ``metrics.json`` and skipped by ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
 :class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
@@ -29,6 +30,7 @@ from typing import Any
 
 import torch
 
+from embreg._native import backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError
 from embreg.recipes.context import BuildContext
@@ -229,6 +231,7 @@ def _run_single(
             metrics["world_size"] = env.world_size
     metrics = broadcast_from_main(metrics, env)
     if files is not None and env.is_main:
+        files.write_record("backends.json", backend_record())  # the SSE backends draw different streams
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics))
         files.drop_checkpoints(recipe.train.keep_checkpoints)

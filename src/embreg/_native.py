@@ -1,16 +1,20 @@
 """Build-once, load-from-cache C++ CPU kernels, with a tensor-op fallback chosen by an environment variable.
 
 A kernel is one C++ source compiled with ``torch.utils.cpp_extension`` the first time it is needed (about a
-minute; needs a C++ compiler and ninja) into ``$EMBREG_KERNEL_DIR`` (default ``~/.cache/embreg/kernels``), one
-directory per source, shared headers (``embreg/_csrc``), flags, torch and Python version (and CPU, for kernels
+minute, announced by one line on stderr; needs a C++ compiler and ninja) into ``$EMBREG_KERNEL_DIR`` (default
+``$EMBREG_HOME/kernels``, so ``~/.cache/embreg/kernels`` when neither is set), one directory per source, shared headers (``embreg/_csrc``), flags, torch and Python version (and CPU, for kernels
 built for the host's instruction set), and loaded from there afterwards. Kernels check with ``EMBREG_CHECK`` and
 every function a kernel binds is wrapped by ``EMBREG_GUARDED`` (``_csrc/embreg_errors.h``), so a failed check
-reaches Python as a ``RuntimeError`` on every host. Each kernel has an environment variable that chooses the
-backend:
+reaches Python as a ``RuntimeError`` on every host. A cache that cannot be written (a read-only mount, another
+user's directory) is still used when it holds the built kernel. Each kernel has an environment variable that
+chooses the backend:
 
 * ``auto`` (default): use the kernel when it builds; otherwise warn once and use the tensor ops;
 * ``off``: always use the tensor ops;
 * ``on``: use the kernel and raise :class:`~embreg.errors.EmbregError` if it cannot be built.
+
+:func:`backend_record` says which backend each kernel took in this process (a run writes it into its directory:
+the SSE backends draw different random streams for one seed).
 
 Example:
     >>> kernel = NativeKernel("embreg_sse_sampler", Path("sse_sampler.cpp"), "EMBREG_SSE_KERNEL", "SSE sampler")
@@ -20,11 +24,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
-import logging
+import importlib.util
 import os
 import sys
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -33,18 +41,52 @@ import torch
 from embreg._locking import hold_lock
 from embreg.errors import EmbregError
 
-__all__ = ["NativeKernel", "SHARED_HEADERS", "kernel_dir"]
+__all__ = ["NativeKernel", "SHARED_HEADERS", "backend_record", "kernel_dir", "record_backend"]
 
 _MODES = ("auto", "off", "on")
 # Headers every kernel may include (e.g. ``embreg_errors.h``); their text enters every kernel's cache key.
 SHARED_HEADERS = Path(__file__).with_name("_csrc")
-_log = logging.getLogger(__name__)
+# What each recorded backend reports, by its key in the run record (see backend_record and record_backend).
+_RECORDED: dict[str, Callable[[], str]] = {}
+# A lock file that cannot be created for these reasons means a cache this process cannot write.
+_READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def kernel_dir() -> Path:
-    """Where compiled kernels are cached: ``$EMBREG_KERNEL_DIR`` or ``~/.cache/embreg/kernels``."""
+    """Where compiled kernels are cached: ``$EMBREG_KERNEL_DIR``, else ``$EMBREG_HOME/kernels`` (the cache root
+    of :func:`embreg.data.cache.embreg_home`, read here too so that this floor imports no data code), else
+    ``~/.cache/embreg/kernels``. Read on every call.
+
+    Example:
+        >>> kernel_dir().name
+        'kernels'
+    """
     configured = os.environ.get("EMBREG_KERNEL_DIR", "").strip()
-    return Path(configured).expanduser() if configured else Path("~/.cache/embreg/kernels").expanduser()
+    if configured:
+        return Path(configured).expanduser()
+    home = os.environ.get("EMBREG_HOME", "").strip()
+    return (Path(home) if home else Path("~/.cache/embreg")).expanduser() / "kernels"
+
+
+def backend_record() -> dict[str, str]:
+    """Which backend each C++ kernel took in this process: ``{"<key>_backend": value}`` for every kernel
+    constructed with a ``record_key`` (the SSE sampler, the mixed-dimension lookup, the MF step) and every
+    :func:`record_backend` (the CUDA SSE sampler: ``triton`` or ``torch``).
+
+    ``cpp``: the kernel was loaded and serves its calls; ``torch``: the tensor ops serve them (mode ``off``, or a
+    build that failed in ``auto``); ``unused``: nothing asked for the kernel in this process (nothing is built
+    to answer). Reading the record never builds a kernel.
+
+    Example:
+        >>> set(backend_record().values()) <= {"cpp", "torch", "unused"}
+        True
+    """
+    return {f"{key}_backend": probe() for key, probe in sorted(_RECORDED.items())}
+
+
+def record_backend(key: str, probe: Callable[[], str]) -> None:
+    """Adds ``{key}_backend: probe()`` to :func:`backend_record` (e.g. the CUDA SSE sampler, which is no C++ kernel)."""
+    _RECORDED[key] = probe
 
 
 def _openmp_flags() -> list[str]:
@@ -78,6 +120,7 @@ class NativeKernel:
         native_isa: compile for the host's instruction set (``-march=native``, with ``-fopenmp-simd`` for the
             ``omp simd`` loops); the CPU's model and flags then enter the cache key, so a cache directory shared
             by different machines never serves one machine's build to another.
+        record_key: the kernel's name in :func:`backend_record` (``sse`` gives ``sse_backend``), or None.
     """
 
     def __init__(
@@ -89,11 +132,15 @@ class NativeKernel:
         *,
         native_isa: bool = False,
         extra_flags: tuple[str, ...] = (),
+        record_key: str | None = None,
     ) -> None:
         self.name, self.source, self.env_var, self.what, self.native_isa = name, source, env_var, what, native_isa
         self.extra_flags = list(extra_flags)
         self._loaded: ModuleType | None = None
         self._failure: str | None = None
+        self._asked_off = False
+        if record_key is not None:
+            record_backend(record_key, self.backend)
 
     def mode(self) -> str:
         """The value of the backend variable (``auto`` when unset), checked."""
@@ -109,6 +156,7 @@ class NativeKernel:
         """
         mode = self.mode()
         if mode == "off":
+            self._asked_off = True
             return None
         if self._loaded is None and self._failure is None:
             try:
@@ -126,6 +174,19 @@ class NativeKernel:
             raise EmbregError(f"{self.env_var}=on but the fused {self.what} kernel could not be built: {self._failure}")
         return self._loaded
 
+    def backend(self) -> str:
+        """``cpp``, ``torch`` or ``unused``: what served this kernel's calls in this process (see
+        :func:`backend_record`); never builds."""
+        try:
+            mode = self.mode()
+        except EmbregError:  # a bad value is reported where the kernel is asked for, not in the record
+            mode = "auto"
+        if mode != "off" and self._loaded is not None:
+            return "cpp"
+        if self._failure is not None or self._asked_off or self._loaded is not None:
+            return "torch"
+        return "unused"
+
     def flags(self) -> list[str]:
         """Compiler flags besides ``-O3``."""
         return (["-march=native", "-fopenmp-simd"] if self.native_isa else []) + self.extra_flags + _openmp_flags()
@@ -140,17 +201,28 @@ class NativeKernel:
             key += _cpu_signature().encode()
         name = f"{self.name}_{hashlib.sha256(key).hexdigest()[:12]}"
         build_dir = kernel_dir() / name
-        build_dir.mkdir(parents=True, exist_ok=True)
-        if not (build_dir / f"{name}.so").exists():
-            _log.warning(
-                "embreg: compiling the fused %s CPU kernel once into %s (about a minute)", self.what, build_dir
-            )
+        library = build_dir / f"{name}.so"
         # One embreg process builds at a time (an flock, which dies with its process). While it is held no other
         # embreg build runs, so torch's own build baton (``lock``, an O_EXCL file that a killed build leaves
         # behind and that makes every later build wait forever) can only be stale: remove it.
-        with hold_lock(build_dir.parent / f"{name}.build.lock", blocking=True):
+        with contextlib.ExitStack() as held:
+            try:
+                build_dir.mkdir(parents=True, exist_ok=True)
+                held.enter_context(hold_lock(build_dir.parent / f"{name}.build.lock", blocking=True))
+            except OSError as error:
+                if error.errno not in _READ_ONLY_ERRNOS:
+                    raise
+                return self._load_read_only(library, error)
             (build_dir / "lock").unlink(missing_ok=True)
-            return cpp_extension.load(
+            if library.exists():  # built before, completely (the lock excludes a build in progress): no compiler
+                return _import_library(name, library)
+            print(
+                f"embreg: compiling the fused {self.what} CPU kernel (once; about a minute) into {build_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
+            started = time.monotonic()
+            module = cpp_extension.load(
                 name=name,
                 sources=[str(self.source)],
                 build_directory=str(build_dir),
@@ -159,3 +231,25 @@ class NativeKernel:
                 extra_include_paths=[str(SHARED_HEADERS)],
                 verbose=False,
             )
+            print(f"embreg: compiled the {self.what} kernel in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            return module
+
+    def _load_read_only(self, library: Path, error: OSError) -> ModuleType:
+        """The kernel from a cache this process cannot write (no lock, no build), or an error saying what to do."""
+        if library.exists():
+            return _import_library(library.stem, library)
+        raise EmbregError(
+            f"the kernel cache {library.parent.parent} cannot be written ({error.strerror}) and holds no built "
+            f"{self.what} kernel; set EMBREG_KERNEL_DIR (or EMBREG_HOME) to a writable directory, or "
+            f"{self.env_var}=off"
+        ) from error
+
+
+def _import_library(name: str, library: Path) -> ModuleType:
+    """The extension module in ``library`` (as ``cpp_extension.load`` imports it, without building anything)."""
+    spec = importlib.util.spec_from_file_location(name, library)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the kernel {library}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

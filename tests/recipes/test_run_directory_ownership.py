@@ -16,7 +16,7 @@ from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import check_resume, epochs_change_problem, extends_finished_run, refused_differences
 from embreg.recipes.run import run_seeds, run_single
-from embreg.train.run_dir import RUN_RECORD, RunDirectory, RunDirectoryInUseError
+from embreg.train.run_dir import RUN_ENTRIES, RUN_RECORD, RunDirectory, RunDirectoryInUseError
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "train.threads=1"]
 
@@ -264,3 +264,15 @@ def test_a_run_that_early_stopping_ended_is_not_extended(tmp_path):
     files.write_metrics({"epochs_run": 10, "wall_seconds": 1.0})  # used up its budget
     assert extends_finished_run(files, {"train": {"epochs": 20}})
     assert not extends_finished_run(files, {"train": {"epochs": 10}})
+
+
+def test_every_file_a_run_writes_is_known_as_a_run_file(tmp_path):
+    """Overwrite deletes and the ownership check recognises exactly RUN_ENTRIES: a run file missing there would make
+    ``--overwrite`` refuse its own run's directory."""
+    out = tmp_path / "run"
+    run_single(load_recipe("mf", [*QUICK, "train.log_to=[csv]", "train.log_every=1", "train.keep_checkpoints=all"]), out)
+    written = {p.name for p in out.iterdir()}
+    assert {"backends.json", "steps.csv", "metrics.csv", "last.safetensors"} <= written
+    assert written <= RUN_ENTRIES
+    RunDirectory(out).claim(overwrite=True)
+    assert list(out.iterdir()) == []

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,13 +22,14 @@ from embreg.errors import ConfigError
 from embreg.models import BiasedMF
 from embreg.registry import REGISTRY
 from embreg.train.batches import TensorBatches
-from embreg.train.distributed import DistributedEnv, check_dense_gradients, current
+from embreg.train.distributed import DistributedEnv, check_dense_gradients, current, ddp_timeout
 from embreg.train.evaluation import RatingEvaluator
 from embreg.train.lm_batches import BPTTBatches
 from embreg.train.optim import optimizer_factory
 from embreg.train.trainer import Trainer
-from tests.helpers import ddp_workers
+from tests.helpers import ddp_torchrun, ddp_workers
 from tests.helpers.ddp import run_ranks
+from tests.helpers.ddp_torchrun import run_torchrun_ranks
 
 pytestmark = pytest.mark.integration
 
@@ -186,3 +188,26 @@ def test_a_non_finite_loss_on_one_rank_stops_every_rank_with_a_clear_error():
     assert messages[1].startswith("loss became nan") and "on rank 1 at epoch 0, step 1" in messages[1], messages
     assert messages[0].startswith("the loss of rank 1 became non-finite (this rank's: "), messages
     assert all("at epoch 0, step 1" in m for m in messages)
+
+
+def test_a_rank_that_stops_answering_is_named_after_the_timeout():
+    started = time.monotonic()
+    results = run_torchrun_ranks(ddp_torchrun.silent_rank_one, 2, {"EMBREG_DDP_TIMEOUT": "3"}, timeout=90)
+    message = results[0][0]
+    assert message.startswith("raised TrainingError: rank 0 of 2: a collective operation got no answer within 3 s"), (
+        results
+    )
+    assert "(EMBREG_DDP_TIMEOUT): rank(s) 1 did not answer" in message, message
+    assert time.monotonic() - started < 60
+
+
+def test_a_completed_run_exits_zero_on_every_rank_whichever_finishes_last():
+    results = run_torchrun_ranks(ddp_torchrun.uneven_finish, 2, {"EMBREG_DDP_TIMEOUT": "30"}, timeout=90)
+    assert results == [("finished", 0), ("finished", 0)]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "inf"])
+def test_a_bad_ddp_timeout_is_refused(monkeypatch, value):
+    monkeypatch.setenv("EMBREG_DDP_TIMEOUT", value)
+    with pytest.raises(ConfigError, match=f"EMBREG_DDP_TIMEOUT='{value}' must be a number of seconds > 0"):
+        ddp_timeout()

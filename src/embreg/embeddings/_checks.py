@@ -90,6 +90,16 @@ def check_block_layout(
     return rows, dims, base_dim
 
 
+def holds_value(dtype: torch.dtype, value: int) -> bool:
+    """Whether an integer ``dtype`` holds ``value``. Torch wraps a value the dtype does not hold when comparing
+    (``uint8`` ids ``!= 299`` compares with 43), so an id such as ``padding_idx`` is compared only where this holds:
+    otherwise no id can equal it."""
+    if dtype not in ID_DTYPES:
+        return True  # not an id dtype: compared as torch does, and refused by the dtype check
+    info = torch.iinfo(dtype)
+    return info.min <= value <= info.max
+
+
 def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
     """Raise unless ``ids`` is an integer tensor with every entry in ``[0, num_embeddings)``."""
     if not isinstance(ids, torch.Tensor):

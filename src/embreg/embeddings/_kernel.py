@@ -45,6 +45,7 @@ _KERNEL = NativeKernel(
     "EMBREG_MD_KERNEL",
     "mixed-dimension lookup",
     native_isa=True,
+    record_key="md",
 )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from embreg.embeddings._checks import check_int
+from embreg.embeddings._checks import check_int, holds_value
 from embreg.embeddings.blocking import Blocking
 from embreg.embeddings.mixed_dimension import MixedDimensionEmbedding
 from embreg.errors import EmbregError
@@ -139,7 +139,7 @@ class MixedDimensionEmbeddingBag(nn.Module):
                     f"expected the shape of input {tuple(input.shape)}"
                 )
             weights = per_sample_weights.reshape(-1)
-        if self.padding_idx is not None:
+        if self.padding_idx is not None and holds_value(ids.dtype, self.padding_idx):  # else no id is padding
             keep = ids != self.padding_idx
             ids, bag = ids[keep], bag[keep]
             weights = weights[keep] if weights is not None else None

@@ -58,6 +58,7 @@ _KERNEL = NativeKernel(
     "MF training step",
     native_isa=True,
     extra_flags=("-fno-math-errno",),  # sqrt never sets errno here, so the Adam loops vectorise
+    record_key="mf_step",
 )
 
 

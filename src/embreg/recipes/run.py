@@ -4,7 +4,8 @@ A run builds, in this order: the task's data (:meth:`TaskAdapter.prepare`), the 
 the model (given its transforms and its tables), the objective, the regularisers, then trains with
 :class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
-``train.keep_checkpoints`` says), ``metrics.json``, ``report.md`` and ``run.json`` (layout and world size). A
+``train.keep_checkpoints`` says), ``metrics.json``, ``backends.json`` (which backend each C++ kernel took:
+:func:`embreg._native.backend_record`), ``report.md`` and ``run.json`` (layout and world size). A
 directory belongs to one run: another run's files there are refused unless the run resumes them or overwrites
 them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume must be the same run
 (:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
@@ -32,6 +33,7 @@ from typing import Any
 
 import torch
 
+from embreg._native import backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError
 from embreg.recipes.context import BuildContext
@@ -286,6 +288,7 @@ def _run_single(
             metrics["world_size"] = env.world_size
     metrics = broadcast_from_main(metrics, env)
     if files is not None and env.is_main:
+        files.write_record("backends.json", backend_record())  # the SSE backends draw different streams
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics, recipe.adapter.data_used(recipe, built.prepared)))
         files.drop_checkpoints(recipe.train.keep_checkpoints)

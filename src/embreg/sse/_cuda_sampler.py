@@ -38,8 +38,10 @@ from typing import Any
 
 import torch
 
+from embreg._native import record_backend
 from embreg.errors import EmbregError
 from embreg.sse._kernel import kernel_mode
+from embreg.sse._validation import check_ids_dtype
 
 __all__ = ["cuda_sampler", "philox_counter", "sse_se_cuda", "launch_sse_se"]
 
@@ -47,6 +49,15 @@ _BLOCK = 1024
 _OFFSET_STEP = 4  # PyTorch's CUDA generators keep their Philox offset a multiple of 4
 _STREAM_TAG = 0x53534531  # 'SSE1': the fourth counter word of every draw; PyTorch's kernels leave theirs at 0
 _TWO_32 = 1 << 32
+_USED: set[str] = set()  # the backends SSE-SE on CUDA ids took in this process (``triton``, ``torch``)
+
+
+def _cuda_backend() -> str:
+    """``sse_cuda_backend`` of the run record: ``triton``, ``torch``, ``triton+torch`` or ``unused``."""
+    return "+".join(sorted(_USED, reverse=True)) or "unused"
+
+
+record_backend("sse_cuda", _cuda_backend)
 
 
 @functools.cache
@@ -127,11 +138,10 @@ def cuda_sampler(ids: torch.Tensor) -> ModuleType | None:
     if ids.device.type != "cuda":
         return None
     mode = kernel_mode()
-    if mode == "off":
-        return None
-    kernel = _triton()
+    kernel = None if mode == "off" else _triton()
     if kernel is None and mode == "on":
         raise EmbregError("EMBREG_SSE_KERNEL=on but the CUDA SSE sampler needs Triton, which cannot be imported")
+    _USED.add("torch" if kernel is None else "triton")
     return kernel
 
 
@@ -157,7 +167,8 @@ def launch_sse_se(
 
     Args:
         kernel: the namespace from :func:`cuda_sampler` (or Triton's interpreter in tests).
-        ids: integer ids of any shape, each in [0, N) or equal to ``keep_value``; unchecked.
+        ids: integer ids of any shape, each in [0, N) or equal to ``keep_value``; their values are unchecked,
+            their dtype must hold N - 1 (checked: no host synchronisation).
         num_embeddings: N.
         p: swap probability in [0, 1].
         seed, offset: the Philox key and counter offset (:func:`philox_counter`).
@@ -167,6 +178,7 @@ def launch_sse_se(
     Returns:
         A tensor with the shape, dtype and device of ``ids``.
     """
+    check_ids_dtype(ids, num_embeddings)
     flat = ids.reshape(-1)
     if not flat.is_contiguous():
         flat = flat.contiguous()

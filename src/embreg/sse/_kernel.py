@@ -34,7 +34,11 @@ from embreg.sse._validation import check_ids_range
 __all__ = ["backend_name", "fused_kernel", "kernel_mode", "with_range_error"]
 
 _KERNEL = NativeKernel(
-    "embreg_sse_sampler", Path(__file__).with_name("csrc") / "sse_sampler.cpp", "EMBREG_SSE_KERNEL", "SSE"
+    "embreg_sse_sampler",
+    Path(__file__).with_name("csrc") / "sse_sampler.cpp",
+    "EMBREG_SSE_KERNEL",
+    "SSE",
+    record_key="sse",
 )
 
 

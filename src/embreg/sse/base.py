@@ -19,7 +19,6 @@ from torch import nn
 from embreg.errors import EmbregError
 from embreg.sse._kernel import fused_kernel, with_range_error
 from embreg.sse._validation import (
-    ID_DTYPES,
     check_ids_dtype,
     check_ids_range,
     check_num_embeddings,
@@ -113,8 +112,9 @@ class IndexTransform(nn.Module, abc.ABC):
         self, ids: torch.Tensor, call: Callable[[Any, torch.Generator], torch.Tensor]
     ) -> torch.Tensor | None:
         """``call(kernel, generator)`` for non-empty integer CPU ids when the fused kernel is available, else None."""
-        if ids.dtype not in ID_DTYPES or ids.numel() == 0:
+        if ids.numel() == 0:
             return None
+        check_ids_dtype(ids, self.num_embeddings)
         kernel = fused_kernel()
         if kernel is None:
             return None
@@ -122,8 +122,9 @@ class IndexTransform(nn.Module, abc.ABC):
         return with_range_error(ids, self.num_embeddings, lambda: call(kernel, generator))
 
     def check_ids(self, ids: torch.Tensor) -> None:
-        """Raise :class:`EmbregError` unless ``ids`` is an integer tensor with values in [0, N)."""
-        check_ids_dtype(ids)
+        """Raise :class:`EmbregError` unless ``ids`` is an integer tensor with values in [0, N), of a dtype that
+        holds N - 1 (the largest id a swap can write)."""
+        check_ids_dtype(ids, self.num_embeddings)
         check_ids_range(ids, self.num_embeddings)
 
     @abc.abstractmethod

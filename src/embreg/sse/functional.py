@@ -60,7 +60,8 @@ def sse_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Ge
     ``p(j, k) = p / (N - 1)`` for every ``k != j`` and ``p(j, j) = 1 - p``.
 
     Args:
-        ids: integer tensor of any shape, e.g. (B,), (B, L) or (B, L, F), values in [0, N).
+        ids: integer tensor of any shape, e.g. (B,), (B, L) or (B, L, F), values in [0, N); any dtype of
+            ``ID_DTYPES`` whose range holds N - 1 (``int16`` ids and N = 40000 are refused, naming the dtype).
         num_embeddings: N, the size of the embedding table (>= 2).
         p: swap probability p0 in [0, 1].
         generator: source of randomness on the ids' device; None uses torch's global RNG.
@@ -74,8 +75,8 @@ def sse_se(ids: torch.Tensor, num_embeddings: int, p: float, generator: torch.Ge
         >>> out.shape, out.dtype
         (torch.Size([2, 3]), torch.int64)
     """
-    check_ids_dtype(ids)
-    check_num_embeddings(num_embeddings)
+    num_embeddings = check_num_embeddings(num_embeddings)
+    check_ids_dtype(ids, num_embeddings)
     p = check_probability(p)
     _check_generator(generator, ids)
     kernel = _cpu_kernel(ids, generator) if p > 0.0 and ids.numel() > 0 else None
@@ -116,7 +117,7 @@ def sse_graph(
     ``rho == 1`` gives SSE-SE's law for every id.
 
     Args:
-        ids: integer tensor of any shape, values in [0, graph.num_nodes).
+        ids: integer tensor of any shape, values in [0, graph.num_nodes), of a dtype that holds ``num_nodes - 1``.
         graph: neighbour graph on the same device as ``ids`` (see ``graph.to``).
         p: swap probability p0 in [0, 1].
         rho: neighbour preference, >= 1.
@@ -131,9 +132,9 @@ def sse_graph(
         >>> sse_graph(torch.tensor([[0, 1], [2, 4]]), graph, p=0.2, rho=10.0, generator=g).shape
         torch.Size([2, 2])
     """
-    check_ids_dtype(ids)
     if not isinstance(graph, NeighbourGraph):
         raise EmbregError(f"graph must be a NeighbourGraph, got {type(graph).__name__}")
+    check_ids_dtype(ids, graph.num_nodes)
     p = check_probability(p)
     rho = check_rho(rho)
     if graph.device != ids.device:

@@ -11,7 +11,7 @@ import torch
 from embreg.errors import EmbregError
 from embreg.registry import register
 from embreg.sse._cuda_sampler import sse_se_cuda
-from embreg.sse._validation import check_ids_dtype, check_ids_range, check_probability
+from embreg.sse._validation import check_ids_dtype, check_ids_range, check_probability, holds_value
 from embreg.sse.base import IndexTransform, recipe_seed
 from embreg.sse.functional import _cuda_kernel, _sample_se
 
@@ -71,8 +71,9 @@ class LabelSSE(IndexTransform):
         return self.num_embeddings
 
     def check_ids(self, ids: torch.Tensor) -> None:
-        """Raise unless ``ids`` is an integer tensor with values in [0, N) or equal to ignore_index."""
-        check_ids_dtype(ids)
+        """Raise unless ``ids`` is an integer tensor, of a dtype that holds N - 1, with values in [0, N) or equal
+        to ignore_index."""
+        check_ids_dtype(ids, self.num_embeddings)
         check_ids_range(ids, self.num_embeddings, allowed=self.ignore_index)
 
     def sample(self, ids: torch.Tensor) -> torch.Tensor:
@@ -83,7 +84,8 @@ class LabelSSE(IndexTransform):
         if cuda is not None:  # one launch: the keep mask and the excluded padding class are in the kernel
             excluded = padding if 0 <= padding < self.num_embeddings else None
             return sse_se_cuda(cuda, ids, self.num_embeddings, self.p, generator, keep_value=padding, excluded=excluded)
-        keep = ids == self.ignore_index
+        # no id equals an ignore_index the dtype cannot hold (uint8 ids and -100); comparing would wrap it
+        keep = ids == padding if holds_value(ids.dtype, padding) else torch.zeros_like(ids, dtype=torch.bool)
         if 0 <= padding < self.num_embeddings:
             # drop the padding class from the index set, swap in the compact set of N - 1 classes, map back
             compact = torch.where(keep, 0, ids - (ids > padding).to(ids.dtype))

@@ -17,6 +17,10 @@ Every model family trains under :class:`torch.nn.parallel.DistributedDataParalle
 * **Files.** Rank 0 alone writes the run directory (checkpoints hold every rank's random state, so ``--resume``
   restores all of them) and feeds the loggers.
 * **Sparse gradients** are refused under DDP (:func:`check_dense_gradients`), naming the dense alternative.
+* **A rank that stops answering** is reported after ``EMBREG_DDP_TIMEOUT`` seconds (default 1800, the limit of
+  every collective: gradient all-reduces, broadcasts, the final barrier): each rank still running raises
+  :class:`~embreg.errors.TrainingError` naming the rank(s) that did not answer, so torchrun ends the run instead
+  of waiting forever. A run that completes meets at a barrier before the group ends, so every rank exits 0.
 
 Example:
     >>> env = current()
@@ -28,9 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -38,7 +45,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, TrainingError
 from embreg.train.seeding import rank_seed
 
 __all__ = [
@@ -53,7 +60,17 @@ __all__ = [
     "gather_to_main",
     "all_reduce_sums",
     "first_failed_rank",
+    "ddp_timeout",
+    "DDP_TIMEOUT_ENV",
 ]
+
+DDP_TIMEOUT_ENV = "EMBREG_DDP_TIMEOUT"
+"""Seconds a collective waits for every rank before the run is stopped with the silent ranks named."""
+DEFAULT_DDP_TIMEOUT = 1800.0
+# Longest wait, after a timeout, for the other ranks to say they are alive (they time out a little later).
+_ROLL_CALL_SECONDS = 10.0
+# What gloo and NCCL say when a peer never answers or has gone.
+_UNANSWERED = ("timed out", "timeout", "connection closed by peer", "connection reset by peer", "broken pipe")
 
 
 @dataclass(frozen=True)
@@ -107,7 +124,10 @@ def process_group(device: str | torch.device | None = "auto") -> Iterator[Distri
 
     Raises:
         ConfigError: ``train.device`` names one GPU (``cuda:N``) while several processes would share it, or CUDA
-            is chosen and this machine has fewer GPUs than torchrun started processes on it.
+            is chosen and this machine has fewer GPUs than torchrun started processes on it, or
+            ``EMBREG_DDP_TIMEOUT`` is not a number of seconds > 0.
+        TrainingError: a collective operation (or the barrier a completed run ends with) got no answer within
+            ``EMBREG_DDP_TIMEOUT`` seconds, or a rank has gone; the message names the rank(s) that did not answer.
     """
     if not launched_by_torchrun() or dist.is_initialized():
         yield current()
@@ -130,11 +150,79 @@ def process_group(device: str | torch.device | None = "auto") -> Iterator[Distri
                 "(--nproc_per_node), or set train.device=cpu to train every process on the CPU (gloo)"
             )
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    timeout = ddp_timeout()
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout))
     try:
-        yield current()
+        env = current()
+        try:
+            yield env
+            # every rank ends the group together: rank 0, which holds the rendezvous store, leaves last
+            dist.barrier()
+        except Exception as error:
+            if not _unanswered(error):
+                raise
+            raise TrainingError(_unanswered_message(env, timeout, error)) from error
     finally:
         dist.destroy_process_group()
+
+
+def ddp_timeout() -> float:
+    """``EMBREG_DDP_TIMEOUT`` in seconds (1800 when unset): how long a collective waits for every rank.
+
+    Raises:
+        ConfigError: the value is not a finite number of seconds > 0.
+
+    Example:
+        >>> ddp_timeout() > 0
+        True
+    """
+    raw = os.environ.get(DDP_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_DDP_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{DDP_TIMEOUT_ENV}={raw!r} must be a number of seconds > 0, e.g. 600")
+    return value
+
+
+def _unanswered(error: BaseException) -> bool:
+    """Whether ``error`` is a collective that a peer never answered (a timeout, or a peer that has gone)."""
+    return isinstance(error, RuntimeError) and any(text in str(error).lower() for text in _UNANSWERED)
+
+
+def _silent_ranks(env: DistributedEnv, wait: float) -> list[int] | None:
+    """The ranks that do not say they are alive within ``wait`` seconds, through the rendezvous store (the
+    collectives' own connections are closed after a timeout); None when the store (on rank 0) is gone."""
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        store.set_timeout(timedelta(seconds=wait))
+        store.set(f"embreg/alive/{env.rank}", "1")
+        deadline = time.monotonic() + wait
+        while True:
+            silent = [r for r in range(env.world_size) if not store.check([f"embreg/alive/{r}"])]
+            if not silent or time.monotonic() > deadline:
+                return silent
+            time.sleep(0.1)
+    except Exception:  # the store lives in rank 0's process: it has gone with it
+        return None
+
+
+def _unanswered_message(env: DistributedEnv, timeout: float, error: BaseException) -> str:
+    silent = _silent_ranks(env, min(timeout, _ROLL_CALL_SECONDS))
+    if silent is None:
+        who = "rank 0 did not answer (its process, which holds the rendezvous store, has gone)"
+    elif silent:
+        who = f"rank(s) {', '.join(map(str, silent))} did not answer (stopped or stuck)"
+    else:
+        who = "every rank is alive, but they did not meet in the same collective operation"
+    cause = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+    return (
+        f"rank {env.rank} of {env.world_size}: a collective operation got no answer within {timeout:g} s "
+        f"({DDP_TIMEOUT_ENV}): {who}; the collective said: {cause}"
+    )
 
 
 class _DistributedModel(DistributedDataParallel):

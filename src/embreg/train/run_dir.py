@@ -13,6 +13,8 @@ A single-seed run directory holds:
 ``metrics.csv``        the history as a table, when ``train.log_to`` lists ``csv`` (:mod:`embreg.train.loggers`)
 ``tensorboard/``       TensorBoard event files, when ``train.log_to`` lists ``tensorboard``
 ``run.json``           how the run was started: its layout (``single`` or ``seeds``) and world size
+``backends.json``      which backend each C++ kernel took (:func:`embreg._native.backend_record`)
+``steps.csv``          training loss and learning rate every ``train.log_every`` steps, with ``log_to: [csv]``
 ``.lock``              present while a run writes here (:meth:`RunDirectory.lock`)
 =====================  =============================================================================
 
@@ -99,6 +101,8 @@ RUN_ENTRIES = frozenset(
         "corpus.json",
         "wandb",
         "wandb.json",
+        "backends.json",
+        "steps.csv",
     }
 )
 """The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""

@@ -1,0 +1,106 @@
+"""Where the C++ kernels are cached and how they are found there: ``EMBREG_HOME``, a read-only cache that holds the
+built kernel, the console line of a first build, and the record of which backend each kernel took."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from embreg import _native
+from embreg.errors import EmbregError
+from embreg.recipes import load_recipe
+from embreg.recipes.run import run_single
+from embreg.sse import _kernel
+
+
+def _built_sse_kernel():
+    try:
+        return _kernel._KERNEL._build()  # the cached build (compiled once per machine)
+    except Exception as error:  # pragma: no cover - depends on the machine's compiler
+        pytest.skip(f"the SSE kernel cannot be built here: {error}")
+
+
+def _no_compiler(**kwargs):
+    raise AssertionError("nothing may be compiled here")
+
+
+def test_the_cache_follows_embreg_home_unless_embreg_kernel_dir_is_set(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("EMBREG_KERNEL_DIR", raising=False)
+    monkeypatch.setenv("EMBREG_HOME", str(tmp_path / "home"))
+    assert _native.kernel_dir() == tmp_path / "home" / "kernels"
+    monkeypatch.setenv("EMBREG_KERNEL_DIR", str(tmp_path / "elsewhere"))
+    assert _native.kernel_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv("EMBREG_KERNEL_DIR")
+    monkeypatch.delenv("EMBREG_HOME")
+    assert _native.kernel_dir() == Path("~/.cache/embreg/kernels").expanduser()
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_read_only_cache_holding_the_built_kernel_is_used(monkeypatch, code: int) -> None:
+    built = _built_sse_kernel()
+    monkeypatch.setenv("EMBREG_KERNEL_DIR", str(Path(built.__file__).parent.parent))
+
+    def unwritable(path, **kwargs):  # what creating the lock file gives in a read-only cache (also as root)
+        raise OSError(code, "cannot write", str(path))
+
+    monkeypatch.setattr(_native, "hold_lock", unwritable)
+    monkeypatch.setattr("torch.utils.cpp_extension.load", _no_compiler)
+    module = _kernel._KERNEL._build()
+    assert module.__file__ == built.__file__ and hasattr(module, "sse_se")
+
+
+def test_a_read_only_cache_without_the_kernel_says_what_to_do(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("EMBREG_KERNEL_DIR", str(tmp_path))
+
+    def unwritable(path, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(_native, "hold_lock", unwritable)
+    monkeypatch.setattr("torch.utils.cpp_extension.load", _no_compiler)
+    with pytest.raises(EmbregError, match=rf"kernel cache {tmp_path} cannot be written .*EMBREG_KERNEL_DIR"):
+        _kernel._KERNEL._build()
+
+
+def test_a_build_says_so_on_stderr_and_a_cached_load_says_nothing(monkeypatch, tmp_path, capfd) -> None:
+    built = _built_sse_kernel()
+    capfd.readouterr()
+    monkeypatch.setenv("EMBREG_KERNEL_DIR", str(tmp_path))
+    monkeypatch.setattr("torch.utils.cpp_extension.load", lambda **kwargs: kwargs)  # a build, without the compiler
+    build = _kernel._KERNEL._build()
+    err = capfd.readouterr().err
+    assert f"embreg: compiling the fused SSE CPU kernel (once; about a minute) into {build['build_directory']}" in err
+    assert "embreg: compiled the SSE kernel in" in err
+    monkeypatch.setenv("EMBREG_KERNEL_DIR", str(Path(built.__file__).parent.parent))
+    monkeypatch.setattr("torch.utils.cpp_extension.load", _no_compiler)
+    assert _kernel._KERNEL._build().__file__ == built.__file__
+    assert capfd.readouterr().err == ""
+
+
+def test_the_backend_record_says_what_served_each_kernel(monkeypatch) -> None:
+    kernel = _native.NativeKernel("demo", Path("demo.cpp"), "EMBREG_DEMO_KERNEL", "demo", record_key="demo")
+    try:
+        assert _native.backend_record()["demo_backend"] == "unused"
+        monkeypatch.setenv("EMBREG_DEMO_KERNEL", "off")
+        assert kernel.load() is None and _native.backend_record()["demo_backend"] == "torch"
+        monkeypatch.setenv("EMBREG_DEMO_KERNEL", "auto")
+        with pytest.warns(RuntimeWarning, match="could not build"):
+            kernel.load()  # demo.cpp does not exist: the tensor ops serve
+        assert _native.backend_record()["demo_backend"] == "torch"
+    finally:
+        _native._RECORDED.pop("demo")
+    assert {"sse_backend", "sse_cuda_backend", "md_backend", "mf_step_backend"} <= set(_native.backend_record())
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])  # "off" after the kernel was loaded in this process
+def test_a_run_records_the_sse_backend_it_drew_with(monkeypatch, tmp_path, mode: str) -> None:
+    if mode == "on":
+        _built_sse_kernel()
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", mode)
+    overrides = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "index_transforms.item={name: sse-se}"]
+    run_single(load_recipe("mf", overrides), tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "backends.json").read_text())
+    assert record["sse_backend"] == {"off": "torch", "on": "cpp"}[mode]
+    assert "sse_backend" not in json.loads((tmp_path / "run" / "metrics.json").read_text())

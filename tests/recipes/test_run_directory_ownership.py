@@ -90,7 +90,7 @@ def test_overwrite_empties_the_directory_first(two_seed_run, tmp_path, capsys):
     assert {"seed-0", "seed-1", "summary.json"} <= {p.name for p in out.iterdir()}
     assert main(["run", "mf", *_sets(QUICK), "--set", "train.lr=0.01", "--out", str(out), "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["best.safetensors", "config.yaml", "history.jsonl", "last.safetensors", "metrics.json", "report.md"]
+        ["backends.json", "best.safetensors", "config.yaml", "history.jsonl", "last.safetensors", "metrics.json", "report.md"]
         + [RUN_RECORD, "split.json"]
     )  # no stale seed-N/ or summary.json of the first run
     assert load_recipe(out / "config.yaml").train.lr == 0.01

@@ -36,6 +36,7 @@ from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import rank_seed, seed_everything
+from embreg.train.state_checks import check_best_state, check_resume_state
 
 __all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
@@ -266,9 +267,10 @@ class Trainer:
         Afterwards the model holds the weights of the best epoch.
 
         Raises:
-            DataError: with ``resume``, the checkpoint is corrupt or not an embreg checkpoint, or the run directory
-                holds only an old pickle ``last.pt`` (never loaded: unpickling can run code), so the run must
-                start afresh.
+            DataError: with ``resume``, the checkpoint is corrupt, fails its checksum or is not an embreg checkpoint;
+                it lacks an entry of the training state, or a model or optimizer key of it does not fit (missing,
+                unexpected, another shape: :mod:`embreg.train.state_checks`); or the run directory holds only an old
+                pickle ``last.pt`` (never loaded: unpickling can run code), so the run must start afresh.
         """
         if resume:
             self._restore()
@@ -479,6 +481,7 @@ class Trainer:
         state = self._files.load_checkpoint("last", map_location="cpu")
         if state is None:
             return
+        check_resume_state(state, self.model, self.optimizer, repr(str(self._files.file(LAST_CHECKPOINT))))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -496,6 +499,7 @@ class Trainer:
         self._restore_rank_state(state)
         best = self._files.load_checkpoint("best", map_location="cpu")
         if best is not None:
+            check_best_state(best, self.model, repr(str(self._files.file(BEST_CHECKPOINT))))
             self._best_state = best["model"]
 
     def _restore_rank_state(self, state: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -107,3 +108,52 @@ def test_a_broken_pipe_that_is_not_stdout_is_not_hidden(monkeypatch, capfd):
     monkeypatch.setattr(cli, "cmd_list", fails)
     with pytest.raises(BrokenPipeError, match="worker"):
         main(["list"])
+
+
+# -- non-finite results ---------------------------------------------------------------------------------------------
+
+
+def _poison_last_step(monkeypatch) -> None:
+    """After the run's very last optimizer step a weight becomes NaN: no later step would see its loss."""
+    from embreg.train.trainer import Trainer
+
+    step = Trainer._step_on_device
+
+    def poisoned(self, batch, epoch):
+        result = step(self, batch, epoch)
+        if self.step == self.epochs * len(self.batches):
+            with torch.no_grad():
+                next(self.model.parameters()).fill_(math.nan)
+        return result
+
+    monkeypatch.setattr(Trainer, "_step_on_device", poisoned)
+
+
+def test_nan_at_the_last_step_exits_non_zero(tmp_path, capsys, restore_threads, monkeypatch):
+    _poison_last_step(monkeypatch)
+    out = tmp_path / "run"
+    assert main(["run", "mf", *_sets(QUICK), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embreg: error: the weights became non-finite in epoch 0") and err.count("\n") == 1, err
+    assert "checkpoint" not in err  # the first epoch failed: there is no good one
+    assert not (out / "metrics.json").exists()
+
+
+def test_non_finite_final_metric_exits_non_zero_and_the_run_is_not_finished(
+    tmp_path, capsys, restore_threads, monkeypatch
+):
+    from embreg.train.evaluation import RatingEvaluator
+
+    evaluate = RatingEvaluator.__call__
+
+    def nan_on_test(self, model, split):
+        metrics = evaluate(self, model, split)
+        return {**metrics, "rmse": math.nan} if split == "test" else metrics
+
+    monkeypatch.setattr(RatingEvaluator, "__call__", nan_on_test)
+    out = tmp_path / "run"
+    assert main(["run", "mf", *_sets(QUICK), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embreg: error: the run's final test_rmse is nan; the model's weights are finite"), err
+    assert err.count("\n") == 1
+    assert "wall_seconds" not in (out / "metrics.json").read_text()  # resume will not take it for finished

@@ -35,6 +35,7 @@ from embreg.recipes.context import BuildContext
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.seed_series import run_seed_series
 from embreg.train.distributed import broadcast_from_main, current
+from embreg.train.finite import check_final_metrics
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
@@ -181,6 +182,8 @@ def run_single(
     Raises:
         RunDirectoryLockedError: another run is writing into ``out_dir`` (it holds ``out_dir/.lock`` for its whole
             run); nothing is written.
+        TrainingError: training diverged, or the run's final monitored metric or its test twin is not finite
+            (:func:`embreg.train.finite.check_final_metrics`); the run is then not marked finished.
     """
     main = current().is_main  # under DDP only rank 0 writes, so only it locks and logs
     with contextlib.ExitStack() as stack:
@@ -228,6 +231,7 @@ def _run_single(
         if env.active:
             metrics["world_size"] = env.world_size
     metrics = broadcast_from_main(metrics, env)
+    check_final_metrics(metrics, recipe.monitor[0], trainer.model)  # a run that scored NaN is not finished
     if files is not None and env.is_main:
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics))

@@ -32,6 +32,7 @@ from embreg.train.distributed import (
     first_failed_rank,
     gather_to_main,
 )
+from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
@@ -302,6 +303,7 @@ class Trainer:
             penalty_sum += penalty
             n_batches += 1
         loss_total, penalty_total, batches_total = all_reduce_sums([loss_sum, penalty_sum, n_batches], self.dist)
+        self._check_weights_finite(epoch)
         record: dict[str, Any] = {
             "epoch": epoch,
             "train_loss": loss_total / max(batches_total, 1),
@@ -366,18 +368,31 @@ class Trainer:
         self.step += 1
         return loss_value, penalty_value
 
+    def _last_good_checkpoint(self) -> str:
+        """``"; the last good checkpoint is <run_dir>/last.safetensors"`` where that file exists, else ``""``.
+
+        The trainer writes ``last.safetensors`` only after an epoch whose every loss and final weights were finite."""
+        last = self.run_dir / LAST_CHECKPOINT if self.run_dir is not None else None
+        return f"; the last good checkpoint is {last}" if last is not None and last.is_file() else ""
+
+    def _check_weights_finite(self, epoch: int) -> None:
+        """After an epoch's steps: the last update may have made weights non-finite (no later step would see it)."""
+        bad = non_finite_parameters(self.model)
+        if bad:
+            raise TrainingError(
+                f"the weights became non-finite in epoch {epoch} (by step {self.step}): {', '.join(bad[:3])}"
+                f"{self._last_good_checkpoint()}. {DIVERGENCE_HINT}"
+            )
+
     def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int, rank: int = 0) -> None:
         where = f"epoch {epoch}, step {self.step}"
-        kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
+        kept = self._last_good_checkpoint()
         what = f"loss became {total} (task loss {loss}, penalty {penalty})"
         if self.dist.active and rank != self.dist.rank:
             what = f"the loss of rank {rank} became non-finite (this rank's: {total})"
         elif self.dist.active:
             what = f"{what} on rank {rank}"
-        raise TrainingError(
-            f"{what} at {where}{kept}. "
-            "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
-        )
+        raise TrainingError(f"{what} at {where}{kept}. {DIVERGENCE_HINT}")
 
     def _objective(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
         try:

@@ -157,3 +157,55 @@ def test_non_finite_final_metric_exits_non_zero_and_the_run_is_not_finished(
     assert err.startswith("embreg: error: the run's final test_rmse is nan; the model's weights are finite"), err
     assert err.count("\n") == 1
     assert "wall_seconds" not in (out / "metrics.json").read_text()  # resume will not take it for finished
+
+
+# -- a sweep with a diverging trial -----------------------------------------------------------------------------------
+
+
+def _diverge_on_calls(monkeypatch, diverging: set[int]) -> None:
+    """The sweep's trials with these indices (0-based) get a NaN weight after their last step."""
+    import embreg.recipes.run as run
+
+    single = run.run_single
+    calls = [0]
+
+    def trial(recipe, out_dir, **kwargs):
+        index, calls[0] = calls[0], calls[0] + 1
+        if index not in diverging:
+            return single(recipe, out_dir, **kwargs)
+        with pytest.MonkeyPatch.context() as patch:
+            _poison_last_step(patch)
+            return single(recipe, out_dir, **kwargs)
+
+    monkeypatch.setattr(run, "run_single", trial)
+
+
+def test_sweep_with_one_diverging_trial_completes_and_counts_it(tmp_path, capsys, restore_threads, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    studies = []
+    create = optuna.create_study
+    monkeypatch.setattr(optuna, "create_study", lambda **kw: studies.append(create(**kw)) or studies[-1])
+    _diverge_on_calls(monkeypatch, {1})
+    out = tmp_path / "sweep"
+    assert main(["sweep", "mf", "--trials", "3", *_sets(QUICK), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 of 3 trials failed (training diverged)" in printed and "best val_rmse = " in printed
+    states = [trial.state for trial in studies[0].trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE]
+    assert "non-finite" in studies[0].trials[1].user_attrs["error"]
+    import csv
+
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert [row["state"] for row in rows] == ["complete", "failed", "complete"]
+    assert rows[1]["val_rmse"] == "" and "weights became non-finite" in rows[1]["error"]
+    assert (out / "best.yaml").exists()
+
+
+def test_sweep_whose_every_trial_diverges_exits_non_zero(tmp_path, capsys, restore_threads, monkeypatch):
+    pytest.importorskip("optuna")
+    _diverge_on_calls(monkeypatch, {0, 1})
+    out = tmp_path / "sweep"
+    assert main(["sweep", "mf", "--trials", "2", *_sets(QUICK), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("embreg: error: all 2 trials of the sweep failed"), err
+    assert not (out / "best.yaml").exists() and (out / "trials.csv").exists()

@@ -209,3 +209,12 @@ def test_sweep_whose_every_trial_diverges_exits_non_zero(tmp_path, capsys, resto
     err = capsys.readouterr().err.splitlines()
     assert err[-1].startswith("embreg: error: all 2 trials of the sweep failed"), err
     assert not (out / "best.yaml").exists() and (out / "trials.csv").exists()
+
+
+def test_allocation_docstring_examples_run():
+    import doctest
+
+    import embreg.recipes.allocation
+
+    result = doctest.testmod(embreg.recipes.allocation, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0, result

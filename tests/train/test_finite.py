@@ -108,3 +108,12 @@ def test_final_metrics_check():
         model.weight.fill_(math.nan)
     with pytest.raises(TrainingError, match=r"final test_rmse is inf; the model's weights are not finite \(weight\)"):
         check_final_metrics({"val_rmse": 1.0, "test_rmse": math.inf}, "val_rmse", model)
+
+
+@pytest.mark.parametrize("name", ["embreg.train.finite", "embreg.train.state_checks", "embreg.train.checkpoint"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0, result

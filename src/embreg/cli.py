@@ -8,12 +8,18 @@ embreg data fetch NAME [--force]
 embreg compare DIR DIR ... [--metrics m1,m2 | --all]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg demo [--seeds N] [--out DIR]
+
+Errors print one line, ``embreg: error: ...``, and exit with status 2. Output cut short by its reader
+(``embreg list --json | head``) ends the command quietly with status 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import secrets
+import select
 import sys
 import time
 from collections.abc import Sequence
@@ -172,6 +178,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"\nbest {best['monitor']} = {best['value']:.4f} with:")
     for key, value in best["params"].items():
         print(f"  {key} = {value}")
+    if best["failed"]:
+        print(f"{best['failed']} of {args.trials} trials failed (training diverged); their errors are in trials.csv")
     print(f"trials and best values: {out}")
     return 0
 
@@ -266,7 +274,37 @@ def _refuse_torchrun(command: str) -> None:
         )
 
 
+def _stdout_closed_by_reader() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``embreg list --json | head``): poll reports an error on it.
+
+    Where poll or a file descriptor is missing (Windows, a replaced ``sys.stdout``) a broken pipe is taken to be
+    stdout's, as Python's documentation advises."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _silence_stdout() -> None:
+    """Points stdout at the null device, so that the interpreter's final flush does not fail again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    Errors of bad input or failed training print one line, ``embreg: error: ...``, and return 2; so does an
+    allocation that the machine's memory cannot hold. When the reader of stdout goes away (``embreg list --json |
+    head``) the command stops quietly with status 0: the reader took what it wanted, which is no error for the user.
+    """
     args = build_parser().parse_args(argv)
     try:
         if args.func is not cmd_run:
@@ -278,6 +316,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("embreg: interrupted; continue with --resume and the same --out", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_closed_by_reader():
+            raise  # a pipe of the run itself (a worker, a logger), not the reader of stdout
+        _silence_stdout()
+        return 0
+    except (MemoryError, RuntimeError) as error:
+        from embreg.recipes.allocation import allocation_failure
+
+        size = allocation_failure(error)
+        if size is None:
+            raise
+        print(
+            f"embreg: error: out of memory: an allocation asked for {size}. Choose smaller sizes (model dimensions, "
+            "train.batch_size) or a machine with more memory",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Literal
 from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
 from embreg.recipes.accepts import check_model_accepts, check_tables_reached
+from embreg.recipes.allocation import refuse_allocation_failure
 from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
@@ -134,9 +135,12 @@ class ModelSpec(Component):
 
     def build(self, context: Any) -> Any:
         """The built model; refuses a recipe ``embeddings`` section that the model's builder never used
-        (:func:`embreg.recipes.accepts.check_tables_reached`)."""
+        (:func:`embreg.recipes.accepts.check_tables_reached`); one too big for the machine's memory is a
+        ConfigError naming its settings."""
         before = getattr(context, "tables_built", 0)
-        model = super().build(context)
+        settings = ", ".join(f"{key}={value}" for key, value in to_dict(self.config).items())
+        with refuse_allocation_failure(f"model {self.name!r} ({settings})"):
+            model = super().build(context)
         recipe = getattr(context, "recipe", None)
         if recipe is not None:
             check_tables_reached(recipe, self.name, getattr(context, "tables_built", 0) - before)
@@ -195,7 +199,7 @@ class TrainConfig:
         eval_train: also score the training split each epoch (learning curves).
         keep_checkpoints: what stays in the run directory after it finishes: ``all`` (``best`` and ``last``),
             ``best`` or ``none``.
-        threads: torch CPU threads (``null``: torch's default).
+        threads: torch CPU threads, >= 1 (``null``: torch's default).
         device: where to train: ``auto`` (CUDA when present, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``fp32``; ``bf16`` (autocast to bfloat16, CPU or CUDA); ``fp16`` (autocast to float16 with loss
             scaling, CUDA only). Weights, optimizer state and evaluation stay in float32.
@@ -264,6 +268,8 @@ class TrainConfig:
             raise ConfigError(f"train.min_epochs={self.min_epochs} must be in [0, train.epochs={self.epochs}]")
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ConfigError(f"train.clip_norm={self.clip_norm} must be > 0 or null")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"train.threads={self.threads} must be >= 1 or null (null: torch's default)")
         check_logger_names(self.log_to)
         # the device must exist on this machine and train in the precision (errors say what to set instead)
         check_precision(self.precision, resolve_device(self.device))

@@ -42,6 +42,7 @@ from embreg.recipes.resume_check import check_resume, extends_finished_run, run_
 from embreg.recipes.seed_series import run_seed_series
 from embreg.recipes.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
+from embreg.train.finite import check_final_metrics
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
@@ -235,6 +236,8 @@ def run_single(
         ConfigError: ``resume`` and ``overwrite`` together, or a resume that is not the same run (a config key that
             may not change, another layout or world size, more epochs without ``last.safetensors``); nothing is
             written.
+        TrainingError: training diverged, or the run's final monitored metric or its test twin is not finite
+            (:func:`embreg.train.finite.check_final_metrics`); the run is then not marked finished.
     """
     main = current().is_main  # under DDP only rank 0 writes, so only it locks and logs
     with contextlib.ExitStack() as stack:
@@ -287,6 +290,7 @@ def _run_single(
         if env.active:
             metrics["world_size"] = env.world_size
     metrics = broadcast_from_main(metrics, env)
+    check_final_metrics(metrics, recipe.monitor[0], trainer.model)  # a run that scored NaN is not finished
     if files is not None and env.is_main:
         files.write_record("backends.json", backend_record())  # the SSE backends draw different streams
         files.write_metrics(metrics)

@@ -4,13 +4,15 @@ Works for a recipe of any family: each trial is one :func:`embreg.recipes.run.ru
 metric the recipe's task monitors.
 
 Every variant of a comparison gets the same number of trials and the same sampler seed, so tuning budgets are
-equal. Test metrics are never looked at while searching.
+equal. Test metrics are never looked at while searching. A trial that diverges is a failed trial, not the end of the
+search: ``trials.csv`` records its error and the summary counts the failed trials.
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import yaml
 
 from embreg.config import apply_overrides, load_yaml, to_dict
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, TrainingError
 from embreg.recipes.recipe import SearchParam
 from embreg.recipes.shipped import recipe_from_mapping, recipe_path
 from embreg.train.checkpoint import atomic_write_text
@@ -54,7 +56,15 @@ def sweep(
             baseline with the regulariser switched off, so that a variant's search starts where the baseline ended.
             Keys missing from a start point are sampled.
 
-    Returns ``{"monitor", "value", "params", "trials"}`` for the best trial.
+    Returns ``{"monitor", "value", "params", "trials", "failed"}``: the best trial's metric, value and parameters,
+    every trial's row, and how many trials failed.
+
+    A trial whose training diverges (:class:`~embreg.errors.TrainingError`: a non-finite loss, weights or final
+    metric) is recorded as failed, in Optuna's ``FAIL`` state and in ``trials.csv`` (``state=failed`` and its
+    ``error``), and the search goes on; bad input (:class:`~embreg.errors.ConfigError`) still ends it.
+
+    Raises:
+        TrainingError: every trial failed, so there is no best one (the message quotes the first error).
     """
     try:
         import optuna
@@ -77,9 +87,16 @@ def sweep(
         params = {key: _suggest(trial, key, p) for key, p in cfg0.search.items()}
         settings = [f"{k}={v}" for k, v in params.items()] + ["train.progress=false"]
         cfg = recipe_from_mapping(apply_overrides(base, settings))
-        metrics = run_single(cfg, None).metrics
+        try:
+            metrics = run_single(cfg, None).metrics
+        except TrainingError as error:  # this trial diverged: Optuna records it as failed and the search goes on
+            trial.set_user_attr("error", str(error))
+            rows.append({"trial": trial.number, **params, monitor: "", "state": "failed", "error": str(error)})
+            atomic_write_text(out / "trials.csv", _csv(rows))
+            return math.nan  # Optuna's FAIL state; TPE samples away from it
         value = float(metrics[monitor])
-        rows.append({"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]})
+        row = {"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]}
+        rows.append({**row, "state": "complete"})
         atomic_write_text(out / "trials.csv", _csv(rows))
         return value
 
@@ -93,12 +110,24 @@ def sweep(
             raise ConfigError(f"start point keys {sorted(unknown)} are not in the search space {sorted(cfg0.search)}")
         study.enqueue_trial(dict(point))
     study.optimize(objective, n_trials=trials, show_progress_bar=True)
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    if len(failed) == len(study.trials):
+        raise TrainingError(
+            f"all {len(failed)} trials of the sweep failed (their errors are in {out / 'trials.csv'}); the first: "
+            f"{failed[0].user_attrs.get('error', 'no error recorded')}"
+        )
     best_params = dict(study.best_trial.params)
     tuned = recipe_from_mapping(apply_overrides(base, [f"{k}={v}" for k, v in best_params.items()]))
     tuned_dict = to_dict(tuned)
     tuned_dict["tuned"] = f"embreg sweep {recipe} --trials {trials} --seed {seed}: {monitor}={study.best_value:.4f}"
     atomic_write_text(out / "best.yaml", yaml.safe_dump(tuned_dict, sort_keys=False))
-    return {"monitor": monitor, "value": study.best_value, "params": best_params, "trials": copy.deepcopy(rows)}
+    return {
+        "monitor": monitor,
+        "value": study.best_value,
+        "params": best_params,
+        "trials": copy.deepcopy(rows),
+        "failed": len(failed),
+    }
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

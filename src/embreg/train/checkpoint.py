@@ -14,7 +14,11 @@ Checkpoint format. A checkpoint is one `safetensors <https://github.com/huggingf
   nodes for dicts (keys may be str, int, float, bool or None and keep their type, so
   ``optimizer.state_dict()["state"]`` with its int keys comes back as it was), ``OrderedDict`` (with the
   ``_metadata`` module versions of ``nn.Module.state_dict()``), lists, tuples (they come back as tuples),
-  NaN and infinities, and references to the tensors by key; str, int, float, bool and None are plain JSON.
+  NaN and infinities, and references to the tensors by key; str, int, float, bool and None are plain JSON;
+* ``tensor_sha256``, the sha256 of every tensor's key, dtype, shape and bytes (:func:`tensor_checksum`), is
+  verified on loading: a checkpoint whose payload bytes changed on disk is refused with an error naming the file,
+  never loaded as a silently different state. A checkpoint without it (written by an embreg before checkpoints
+  carried one; the format version is the same) is loaded unverified, with a ``UserWarning`` saying so.
 
 Why not ``torch.save``: loading a pickle can run arbitrary Python, so a crafted ``last.pt`` would execute code
 on ``embreg run ... --resume``. Loading a safetensors file only parses JSON and copies bytes into tensors.
@@ -34,11 +38,13 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
 import os
 import tempfile
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +63,7 @@ __all__ = [
     "load_checkpoint",
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_FORMAT_VERSION",
+    "tensor_checksum",
 ]
 
 #: Header metadata of an embreg checkpoint: ``format`` names it, ``format_version`` versions the skeleton.
@@ -65,6 +72,7 @@ CHECKPOINT_FORMAT_VERSION = "1"
 _FORMAT_KEY = "format"
 _VERSION_KEY = "format_version"
 _STATE_KEY = "embreg_state"
+_CHECKSUM_KEY = "tensor_sha256"
 _TAG = "$"  # the key that names a skeleton node's kind
 
 # The dtypes every safetensors >= 0.4 stores (float8 ones where torch has them).
@@ -391,6 +399,30 @@ def _looks_like_pickle(data: bytes) -> bool:
     return data.startswith(b"PK\x03\x04") or (len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5)
 
 
+def tensor_checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """The sha256 of a checkpoint's tensors: each one's key, dtype, shape and bytes, in key order.
+
+    Args:
+        tensors: flat key -> contiguous CPU tensor, as the safetensors body holds them.
+
+    Returns:
+        The hex digest that :func:`save_checkpoint` stores and :func:`load_checkpoint` verifies.
+
+    Example:
+        >>> tensor_checksum({"w": torch.zeros(2)}) == tensor_checksum({"w": torch.zeros(2)})
+        True
+        >>> tensor_checksum({"w": torch.zeros(2)}) == tensor_checksum({"w": torch.tensor([0.0, 1.0])})
+        False
+    """
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        tensor = tensors[key].detach().to("cpu").contiguous()
+        digest.update(json.dumps([key, str(tensor.dtype), list(tensor.shape)]).encode("utf-8"))
+        # a byte view of the storage: no copy, and the same for every dtype (bfloat16 and bool included)
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
+    return digest.hexdigest()
+
+
 def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     """Save a (nested) training state as an embreg safetensors checkpoint, atomically.
 
@@ -425,9 +457,25 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> Path
         _FORMAT_KEY: CHECKPOINT_FORMAT,
         _VERSION_KEY: CHECKPOINT_FORMAT_VERSION,
         _STATE_KEY: json.dumps(skeleton, allow_nan=False, separators=(",", ":")),
+        _CHECKSUM_KEY: tensor_checksum(encoder.tensors),
     }
     data = safetensors.torch.save(encoder.tensors, metadata=metadata)
     return _atomic_write(path, lambda handle: handle.write(data))
+
+
+def _verify_checksum(name: str, metadata: dict[str, Any], tensors: dict[str, torch.Tensor]) -> bool:
+    """Compares the tensors' sha256 with the one saved (a DataError if they differ); False when none was saved."""
+    expected = metadata.get(_CHECKSUM_KEY)
+    if expected is None:
+        return False
+    actual = tensor_checksum(tensors)
+    if actual != expected:
+        raise DataError(
+            f"checkpoint {name} fails its checksum: its tensor bytes are not those that were saved (sha256 "
+            f"{actual[:16]}..., saved {str(expected)[:16]}...). The file was damaged on disk or in a copy, or edited; "
+            "restore it from a copy, or start the run afresh"
+        )
+    return True
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device | None = "cpu") -> dict[str, Any]:
@@ -449,7 +497,10 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
             is a pickle (``torch.save``) checkpoint, which is never loaded because unpickling can run arbitrary
             code, is a safetensors file that is not an embreg checkpoint (or of a newer format version), has a
             malformed skeleton (bad JSON, a reference to a tensor the file does not hold, tensors it does not
-            refer to), or does not hold a dict.
+            refer to), fails its checksum (its tensor bytes changed after saving), or does not hold a dict.
+
+    Warns:
+        UserWarning: the checkpoint carries no checksum (an older embreg wrote it), so its bytes are not verified.
 
     Example:
         >>> import tempfile, pathlib, torch
@@ -498,6 +549,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
         tensors = safetensors.torch.load(data)
     except Exception as exc:  # safetensors' own error type differs between versions
         raise DataError(f"checkpoint {name} is corrupt or truncated ({type(exc).__name__}: {exc})") from exc
+    verified = _verify_checksum(name, metadata, tensors)
     if device.type != "cpu":
         tensors = {key: tensor.to(device) for key, tensor in tensors.items()}
 
@@ -514,4 +566,11 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
         raise DataError(f"checkpoint {name} has a malformed {_STATE_KEY!r} skeleton: {exc}") from exc
     if not isinstance(state, dict):
         raise DataError(f"checkpoint {name} holds {type(state).__name__}, expected a dict of training state")
+    if not verified:
+        warnings.warn(
+            f"checkpoint {name} carries no {_CHECKSUM_KEY} (an older embreg wrote it): its tensor bytes are loaded "
+            "unverified",
+            UserWarning,
+            stacklevel=2,
+        )
     return state

@@ -33,11 +33,13 @@ from embreg.train.distributed import (
     first_failed_rank,
     gather_to_main,
 )
+from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import rank_seed, seed_everything
+from embreg.train.state_checks import check_best_state, check_resume_state
 
 __all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
@@ -276,11 +278,12 @@ class Trainer:
         Afterwards the model holds the weights of the best epoch.
 
         Raises:
-            DataError: with ``resume``, the checkpoint is corrupt or not an embreg checkpoint, or the run directory
-                holds only an old pickle ``last.pt`` (never loaded: unpickling can run code), so the run must
-                start afresh.
-            ConfigError: with ``resume``, the checkpoint has trained more epochs than ``epochs``, or holds a model
-                whose parameters differ in names or shapes from this one (nothing is loaded).
+            DataError: with ``resume``, the checkpoint is corrupt, fails its checksum or is not an embreg checkpoint;
+                it lacks an entry of the training state, or a model or optimizer key of it does not fit (missing,
+                unexpected, another shape: :mod:`embreg.train.state_checks`); or the run directory holds only an old
+                pickle ``last.pt`` (never loaded: unpickling can run code), so the run must start afresh.
+            ConfigError: with ``resume``, the checkpoint has trained more epochs than ``epochs`` (nothing is
+                loaded).
         """
         if resume:
             self._restore()
@@ -325,6 +328,7 @@ class Trainer:
                 self._after_step(epoch, loss)
         steps.close()
         loss_total, penalty_total, batches_total = all_reduce_sums([loss_sum, penalty_sum, n_batches], self.dist)
+        self._check_weights_finite(epoch)
         record: dict[str, Any] = {
             "epoch": epoch,
             "train_loss": loss_total / max(batches_total, 1),
@@ -399,18 +403,31 @@ class Trainer:
         self.step += 1
         return loss_value, penalty_value
 
+    def _last_good_checkpoint(self) -> str:
+        """``"; the last good checkpoint is <run_dir>/last.safetensors"`` where that file exists, else ``""``.
+
+        The trainer writes ``last.safetensors`` only after an epoch whose every loss and final weights were finite."""
+        last = self.run_dir / LAST_CHECKPOINT if self.run_dir is not None else None
+        return f"; the last good checkpoint is {last}" if last is not None and last.is_file() else ""
+
+    def _check_weights_finite(self, epoch: int) -> None:
+        """After an epoch's steps: the last update may have made weights non-finite (no later step would see it)."""
+        bad = non_finite_parameters(self.model)
+        if bad:
+            raise TrainingError(
+                f"the weights became non-finite in epoch {epoch} (by step {self.step}): {', '.join(bad[:3])}"
+                f"{self._last_good_checkpoint()}. {DIVERGENCE_HINT}"
+            )
+
     def _raise_not_finite(self, total: float, loss: float, penalty: float, epoch: int, rank: int = 0) -> None:
         where = f"epoch {epoch}, step {self.step}"
-        kept = f"; the last good checkpoint is {self.run_dir / LAST_CHECKPOINT}" if self.run_dir else ""
+        kept = self._last_good_checkpoint()
         what = f"loss became {total} (task loss {loss}, penalty {penalty})"
         if self.dist.active and rank != self.dist.rank:
             what = f"the loss of rank {rank} became non-finite (this rank's: {total})"
         elif self.dist.active:
             what = f"{what} on rank {rank}"
-        raise TrainingError(
-            f"{what} at {where}{kept}. "
-            "Try a lower learning rate, gradient clipping (clip_norm) or a smaller regulariser weight."
-        )
+        raise TrainingError(f"{what} at {where}{kept}. {DIVERGENCE_HINT}")
 
     def _objective(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
         try:
@@ -514,7 +531,8 @@ class Trainer:
         state = self._files.load_checkpoint("last", map_location="cpu")
         if state is None:
             return
-        check_resumable(state, self.epochs, self.model, self._files.file(LAST_CHECKPOINT))
+        check_resume_state(state, self.model, self.optimizer, repr(str(self._files.file(LAST_CHECKPOINT))))
+        check_resumable(state, self.epochs, self._files.file(LAST_CHECKPOINT))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -532,6 +550,7 @@ class Trainer:
         self._restore_rank_state(state)
         best = self._files.load_checkpoint("best", map_location="cpu")
         if best is not None:
+            check_best_state(best, self.model, repr(str(self._files.file(BEST_CHECKPOINT))))
             self._best_state = best["model"]
 
     def _restore_rank_state(self, state: dict[str, Any]) -> None:

@@ -26,24 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from embreg.errors import DataError
+from embreg.papers import PAPER_KEYS, PAPERS
 from embreg.train.checkpoint import atomic_write_text
 
 __all__ = ["write_hub", "read_summaries", "write_benchmark_summary", "PAPER_ORDER", "PAPER_TITLES"]
 
-PAPER_ORDER = (
-    "sse-stochastic-shared-embeddings.txt",
-    "mixed-dimension-embeddings.txt",
-    "dropout-explicit-implicit-regularization.txt",
-    "lnsr-noise-stability-bert.txt",
-    "nlp-best-practices.txt",
-)
-PAPER_TITLES = {
-    "sse-stochastic-shared-embeddings.txt": "Stochastic shared embeddings (SSE)",
-    "mixed-dimension-embeddings.txt": "Mixed-dimension embeddings",
-    "dropout-explicit-implicit-regularization.txt": "Dropout: explicit and implicit regularisation",
-    "lnsr-noise-stability-bert.txt": "Layerwise noise stability regularisation (fine-tuning BERT)",
-    "nlp-best-practices.txt": "NLP best practices",
-}
+PAPER_ORDER = PAPER_KEYS
+PAPER_TITLES = {p.key: p.short for p in PAPERS}
 
 HEADER = """# Results
 

@@ -41,3 +41,82 @@ def test_contributor_page_names_files_that_exist():
     assert paths, "the page names no files"
     missing = [p for p in paths if "<" not in p and not (ROOT / p).exists()]
     assert not missing, f"named files that do not exist: {missing}"
+
+
+# -- every repository path the README and the docs name exists -------------------------------------------------------
+
+TOP_LEVEL = sorted({p.name for p in ROOT.iterdir() if p.name != ".git"} | {"embreg"})
+"""First path components that make a backticked span a repository path (``embreg/...`` is the package, under src/)."""
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"(?<!`)`([^`\s]+)`(?!`)")
+FENCE = re.compile(r"^```.*?^```", flags=re.S | re.M)
+
+
+def _doc_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _checked_prefix(path: str) -> str:
+    """The part of a path that must exist: all of it, or, for a template (``docs/results/<name>/``) or a glob
+    (``*/summary.json``), the folder before its first placeholder."""
+    cut = min((i for i in (path.find(c) for c in "<*{[") if i >= 0), default=len(path))
+    return path if cut == len(path) else path[: path.rfind("/", 0, cut) + 1]
+
+
+def repository_paths(page: Path) -> list[tuple[str, Path]]:
+    """``(as written, resolved)`` for every repository path a markdown page names outside its fenced code blocks.
+
+    A path is (1) the target of a relative link ``[text](target)`` (not ``http(s):``, ``mailto:`` or ``#anchor``),
+    resolved from the page's folder, or (2) a backticked span without spaces whose first component is a top-level
+    entry of the repository (``src/``, ``docs/``, ``studies/``, ``README.md``, ...) or ``embreg/`` (the package,
+    resolved under ``src/``), or which starts with ``../``: resolved from the repository root, or from the page's
+    folder for a span that starts with ``../``. Templates and globs are checked up to their first placeholder.
+    """
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    found: list[tuple[str, Path]] = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:|#", target):
+            continue
+        target = target.split("#")[0]
+        found.append((target, page.parent / _checked_prefix(target)))
+    for span in CODE_SPAN.findall(text):
+        first = span.split("/")[0]
+        if span.startswith("../"):
+            found.append((span, page.parent / _checked_prefix(span)))
+        elif "/" in span and first in TOP_LEVEL or span in TOP_LEVEL:
+            base = ROOT / "src" if first == "embreg" else ROOT
+            found.append((span, base / _checked_prefix(span.rstrip(":,."))))
+    return found
+
+
+@pytest.mark.parametrize("page", _doc_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_path_a_page_names_exists(page: Path) -> None:
+    bad = []
+    for written, path in repository_paths(page):
+        resolved = path.resolve()
+        if not resolved.is_relative_to(ROOT) or not resolved.exists():
+            bad.append(written)
+    assert not bad, f"{page.relative_to(ROOT)} names paths that are not in the repository: {sorted(set(bad))}"
+
+
+def test_the_path_rule_sees_links_spans_templates_and_outside_paths(tmp_path: Path) -> None:
+    page = ROOT / "docs" / "_probe.md"  # never written: the rule only reads the text through a stand-in page
+    text = (
+        "[g](guide.md) [x](https://x.org) `src/embreg/cli.py` `embreg/sse/csrc/sse_sampler.cpp` "
+        "`docs/results/<name>/README.md` `../shared/papers/` `config.yaml` `--set a/b`\n```\n`src/nothing.py`\n```\n"
+    )
+    fake = tmp_path / "probe.md"
+    fake.write_text(text)
+    found = repository_paths(fake)
+    written = [w for w, _ in found]
+    assert written == [
+        "guide.md",
+        "src/embreg/cli.py",
+        "embreg/sse/csrc/sse_sampler.cpp",
+        "docs/results/<name>/README.md",
+        "../shared/papers/",
+    ]
+    resolved = dict(found)
+    assert resolved["embreg/sse/csrc/sse_sampler.cpp"].exists()
+    assert resolved["docs/results/<name>/README.md"] == ROOT / "docs/results/"
+    assert page.parent.name == "docs"

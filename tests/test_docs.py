@@ -100,7 +100,6 @@ def test_every_repository_path_a_page_names_exists(page: Path) -> None:
 
 
 def test_the_path_rule_sees_links_spans_templates_and_outside_paths(tmp_path: Path) -> None:
-    page = ROOT / "docs" / "_probe.md"  # never written: the rule only reads the text through a stand-in page
     text = (
         "[g](guide.md) [x](https://x.org) `src/embreg/cli.py` `embreg/sse/csrc/sse_sampler.cpp` "
         "`docs/results/<name>/README.md` `../shared/papers/` `config.yaml` `--set a/b`\n```\n`src/nothing.py`\n```\n"
@@ -119,4 +118,48 @@ def test_the_path_rule_sees_links_spans_templates_and_outside_paths(tmp_path: Pa
     resolved = dict(found)
     assert resolved["embreg/sse/csrc/sse_sampler.cpp"].exists()
     assert resolved["docs/results/<name>/README.md"] == ROOT / "docs/results/"
-    assert page.parent.name == "docs"
+
+
+# -- the papers: one list in code, the same on docs/papers.md ---------------------------------------------------------
+
+
+def _papers_table() -> dict[str, list[str]]:
+    rows = re.findall(r"^\| `([\w.-]+\.txt)` \| (.+?) \|$", (ROOT / "docs/papers.md").read_text(), flags=re.M)
+    return {key: [cell.strip() for cell in rest.split(" | ")] for key, rest in rows}
+
+
+def test_docs_papers_lists_every_paper_of_embreg_papers_with_title_authors_year():
+    from embreg.papers import PAPERS
+
+    table = _papers_table()
+    assert list(table) == [p.key for p in PAPERS], "docs/papers.md and embreg.papers list different papers"
+    for paper in PAPERS:
+        title, authors, year, venue = table[paper.key]
+        assert (title, authors, year, venue) == (paper.title, paper.authors, str(paper.year), paper.venue), paper.key
+        assert f"**`{paper.key}`**" in (ROOT / "docs/papers.md").read_text(), f"no paragraph on {paper.key}"
+
+
+def test_every_paper_key_the_code_cites_is_listed():
+    """Study files and registry references cite papers by key; each key is one of docs/papers.md's."""
+    from embreg.papers import PAPER_KEYS
+    from embreg.registry import REGISTRY, SLOTS
+
+    cited = {spec.split()[1] for spec in (ROOT / "studies").glob("*.yaml") for spec in [_paper_line(spec)]}
+    assert cited <= set(PAPER_KEYS), f"studies cite papers not in docs/papers.md: {sorted(cited - set(PAPER_KEYS))}"
+    for slot in SLOTS:
+        for name in REGISTRY.names(slot):
+            named = set(re.findall(r"[\w-]+\.txt", REGISTRY.get(slot, name).reference))
+            assert named <= set(PAPER_KEYS), f"{slot} {name!r} cites {sorted(named - set(PAPER_KEYS))}"
+
+
+def _paper_line(study: Path) -> str:
+    return next(line for line in study.read_text().splitlines() if line.startswith("paper:"))
+
+
+def test_the_readme_and_guide_cite_papers_by_authors_and_year_and_link_the_list():
+    for page in ("README.md", "docs/guide.md", "docs/architecture.md"):
+        text = (ROOT / page).read_text()
+        assert "papers.md" in text, f"{page} does not link docs/papers.md"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for cite in ("Wu et al., 2019", "Ginart et al., 2019", "Wei, Kakade and Ma, 2020", "Hua et al., 2021", "Ruder, 2017"):
+        assert cite in readme

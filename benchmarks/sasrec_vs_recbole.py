@@ -269,7 +269,9 @@ def main() -> None:
     )
     if p_json is not None:
         note = seedwise_note(ours_ndcg, theirs_ndcg)
-        reading += f" ({n} seeds each; Welch p = {p:.3g} on NDCG@10{': no significant difference, ' + note if note else ''})"
+        reading += (
+            f" ({n} seeds each; Welch p = {p:.3g} on NDCG@10{': no significant difference, ' + note if note else ''})"
+        )
     seeds_text = "one seed each" if n == 1 else f"{n} seeds each"
     title = "SASRec: embreg beside RecBole 1.2.1 on the same split" + (f", one GPU ({machine['gpu']})" if cuda else "")
     digits = 2 if cuda else 1  # GPU epochs take seconds, not minutes

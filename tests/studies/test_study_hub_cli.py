@@ -70,7 +70,9 @@ def test_the_hub_opens_with_a_per_paper_summary_of_verdict_counts(tmp_path):
     verdicts = ["reproduced", "reproduced", "opposite", "not reproduced (no significant difference)", "partly"]
     _summary(tmp_path, "sse-a", sse, claims=[_claim(v) for v in verdicts])
     _summary(tmp_path, "sse-b", sse, claims=[_claim("untested (direction holds)")])
-    _summary(tmp_path, "sse-cost", sse, kind="benchmark", claims=[_claim("met"), _claim("reproduced"), _claim("not met")])
+    _summary(
+        tmp_path, "sse-cost", sse, kind="benchmark", claims=[_claim("met"), _claim("reproduced"), _claim("not met")]
+    )
     _summary(tmp_path, "md-a", "mixed-dimension-embeddings.txt", claims=[_claim("opposite")])
     text = write_hub(tmp_path).read_text()
     summary = text.index("## Summary")

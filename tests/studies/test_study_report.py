@@ -145,7 +145,10 @@ def test_the_one_sided_note_needs_two_seeds_a_side_and_no_tie():
 
     assert one_sided_note([0.9], [1.0, 1.1], "min") == ""
     assert one_sided_note([0.9, 1.0], [1.0, 1.1], "min") == ""  # a tie is an overlap
-    assert one_sided_note([1.2, 1.3], [1.0, 1.1], "max") == "every seed of the variant is better than every seed of the baseline"
+    assert (
+        one_sided_note([1.2, 1.3], [1.0, 1.1], "max")
+        == "every seed of the variant is better than every seed of the baseline"
+    )
 
 
 def test_a_claim_without_a_point_is_read_at_every_point(tmp_path):

@@ -59,7 +59,11 @@ def section_stub(recipe: Any, key: str) -> str:
         from embreg.registry import missing_capabilities
 
         provides = REGISTRY.get("model", recipe.model.name).provides
-        names = [n for n in REGISTRY.names("regularizer") if not missing_capabilities(REGISTRY.get("regularizer", n).requires, provides)]
+        names = [
+            n
+            for n in REGISTRY.names("regularizer")
+            if not missing_capabilities(REGISTRY.get("regularizer", n).requires, provides)
+        ]
         if not names:
             return "# regularizers: []   # this model offers none of the regularisers' hooks (embreg list)"
         return f"# regularizers: []   # e.g. [{{name: {names[0]}}}]; on this model: {', '.join(names)} (embreg list)"

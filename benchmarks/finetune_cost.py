@@ -275,7 +275,7 @@ def main() -> None:
     print("\n".join(lines))
 
 
-VERDICTS = {"met": "reproduced", "missed": "not reproduced", "at limit": "partly"}
+VERDICTS = {"met": "met", "missed": "not met", "at limit": "partly met"}
 
 
 def write_summary(folder: Path, record: dict) -> None:
@@ -287,7 +287,7 @@ def write_summary(folder: Path, record: dict) -> None:
         low, high = row["ratio_ci95"]
         claims.append(
             {
-                "claim": f"{name} costs <= {row['target']}x a plain fine-tuning step (issue target)",
+                "claim": f"{name} costs <= {row['target']}x a plain fine-tuning step (target)",
                 "reading": f"{row['ratio_to_FT']:.2f}x (per-round median "
                 f"{statistics.median(row['round_ratios']):.2f}, 95% interval [{low:.2f}, {high:.2f}])",
                 "verdict": VERDICTS.get(row["verdict"], row["verdict"]),

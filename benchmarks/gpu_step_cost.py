@@ -384,9 +384,7 @@ def table(record: dict) -> str:
 
 def _claim_verdict(ratio: dict[str, Any]) -> str:
     """The hub's verdict of a cost ratio: its 95% interval under the target (met), above it, or across it."""
-    return {"met": "reproduced", "missed": "not reproduced"}.get(
-        ratio["verdict"], "untested (interval across the target)"
-    )
+    return {"met": "met", "missed": "not met"}.get(ratio["verdict"], "untested (interval across the target)")
 
 
 def write_summary(out: Path, record: dict) -> None:

@@ -69,7 +69,7 @@ from embreg.train.stats import median_interval, target_verdict
 # environment variables that change the C allocator's behaviour (and so the page faults per step), kept with the
 # results and written into the command: e.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=N:glibc.malloc.mmap_threshold=N
 ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "LD_PRELOAD")
-SPEED_TARGET = 0.7  # the target: MD throughput >= 0.7x nn.Embedding at the same base dimension
+SPEED_TARGET = 0.7  # the target: MD throughput >= 0.7x nn.Embedding at the same base dimension
 
 
 class PerBlockTables(nn.Module):

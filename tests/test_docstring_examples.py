@@ -8,6 +8,7 @@ import pytest
 
 MODULES = [
     "embreg.registry",
+    "embreg.papers",
     "embreg.config",
     "embreg.embeddings.tables",
     "embreg.recipes",
@@ -26,9 +27,12 @@ MODULES = [
     "embreg.models.sasrec",
     "embreg.models.step_key",
     "embreg.recipes.run",
+    "embreg.recipes.show",
     "embreg.studies.spec",
     "embreg.studies.runlog",
     "embreg.studies.sections",
+    "embreg.studies.report",
+    "embreg.studies.hub",
     "embreg.demo",
 ]
 

@@ -41,7 +41,7 @@ def test_paired_ratio_takes_the_median_of_per_round_ratios_and_judges_the_interv
     assert met["median"] == 1.0 and met["verdict"] == "met"
     missed = bench.paired_ratio([2.0, 2.2, 2.1], [1.0, 1.0, 1.0], 1.05)
     assert missed["median"] == pytest.approx(2.1) and missed["verdict"] == "missed"
-    assert bench._claim_verdict(met) == "reproduced" and bench._claim_verdict(missed) == "not reproduced"
+    assert bench._claim_verdict(met) == "met" and bench._claim_verdict(missed) == "not met"
     across = bench.paired_ratio([1.0, 1.1, 1.0, 1.1], [1.0] * 4, 1.05)
     assert across["verdict"] == "at limit" and bench._claim_verdict(across).startswith("untested")
     with pytest.raises(ValueError):

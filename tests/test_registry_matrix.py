@@ -27,6 +27,7 @@ import pytest
 import torch
 
 from embreg.errors import ConfigError
+from embreg.papers import PAPER_KEYS
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
 from embreg.recipes.tasks import model_id_kinds
@@ -36,14 +37,8 @@ from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import base_recipe
 
 STEPS = 3
-PAPERS = (
-    "sse-stochastic-shared-embeddings.txt",
-    "mixed-dimension-embeddings.txt",
-    "dropout-explicit-implicit-regularization.txt",
-    "lnsr-noise-stability-bert.txt",
-    "nlp-best-practices.txt",
-)
-"""The paper files of ../shared/papers/ a technique's ``reference`` may name."""
+PAPERS = PAPER_KEYS
+"""The papers a technique's ``reference`` may name: the keys of :data:`embreg.papers.PAPERS` (docs/papers.md)."""
 UNREFERENCED = {"standard", "uniform"}
 """Entries that implement no paper (the plain loss, plain tables)."""
 

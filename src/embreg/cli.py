@@ -1,5 +1,6 @@
 """The ``embreg`` command line.
 
+embreg --version
 embreg run RECIPE|FILE.yaml [--set key=value ...] [--seeds N] [--out DIR] [--resume | --overwrite]
 torchrun --nproc_per_node=N --no-python embreg run RECIPE ...   (data-parallel: embreg.train.distributed)
 embreg show RECIPE|FILE.yaml [--set key=value ...]
@@ -77,15 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    import yaml
-
-    from embreg.config import to_dict
     from embreg.recipes import load_recipe
+    from embreg.recipes.show import show_text
 
     recipe = load_recipe(args.recipe, args.set)
-    data = {key: value for key, value in to_dict(recipe).items() if value not in ({}, [], None, "")}
-    print(f"# embreg show {args.recipe}: every default filled in; empty sections left out")
-    print(yaml.safe_dump(data, sort_keys=False, width=120), end="")
+    title = f"embreg show {args.recipe}: every default filled in; empty sections left out or commented"
+    print(show_text(recipe, title), end="")
     return 0
 
 
@@ -195,8 +193,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("embreg")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from embreg import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embreg", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"embreg {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")

@@ -84,6 +84,29 @@ def test_show_prints_yaml_that_loads_back(capsys, name):
     assert {"task", "data", "model", "embeddings", "objective", "train"} <= set(shown)
 
 
+def test_show_prints_commented_stubs_for_the_empty_sections(capsys):
+    assert main(["show", "ncf"]) == 0
+    out = capsys.readouterr().out
+    stubs = [line for line in out.splitlines() if line.startswith(("# index_transforms", "# regularizers"))]
+    assert len(stubs) == 2, out
+    assert "{item: {name: sse-se, p: 0.01}}" in stubs[0] and "(user, item)" in stubs[0]
+    assert "lnsr" in stubs[1] and "l2sp" not in stubs[1]  # only what NCF offers the hooks for
+    shown = yaml.safe_load(out)
+    assert "index_transforms" not in shown and "regularizers" not in shown  # comments: the recipe is unchanged
+    assert main(["show", "mf-sse-se"]) == 0  # a filled section is shown as itself, with no stub
+    out = capsys.readouterr().out
+    assert "# index_transforms" not in out and yaml.safe_load(out)["index_transforms"]["item"]["p"] > 0
+
+
+def test_version_flag_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"embreg {version('embreg')}"
+
+
 def test_show_applies_overrides_and_reports_errors(capsys):
     assert main(["show", "mf", "--set", "train.lr=0.05", "--set", "regularizers=[]"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["train"]["lr"] == 0.05

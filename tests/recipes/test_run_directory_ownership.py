@@ -90,7 +90,15 @@ def test_overwrite_empties_the_directory_first(two_seed_run, tmp_path, capsys):
     assert {"seed-0", "seed-1", "summary.json"} <= {p.name for p in out.iterdir()}
     assert main(["run", "mf", *_sets(QUICK), "--set", "train.lr=0.01", "--out", str(out), "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["backends.json", "best.safetensors", "config.yaml", "history.jsonl", "last.safetensors", "metrics.json", "report.md"]
+        [
+            "backends.json",
+            "best.safetensors",
+            "config.yaml",
+            "history.jsonl",
+            "last.safetensors",
+            "metrics.json",
+            "report.md",
+        ]
         + [RUN_RECORD, "split.json"]
     )  # no stale seed-N/ or summary.json of the first run
     assert load_recipe(out / "config.yaml").train.lr == 0.01
@@ -270,7 +278,9 @@ def test_every_file_a_run_writes_is_known_as_a_run_file(tmp_path):
     """Overwrite deletes and the ownership check recognises exactly RUN_ENTRIES: a run file missing there would make
     ``--overwrite`` refuse its own run's directory."""
     out = tmp_path / "run"
-    run_single(load_recipe("mf", [*QUICK, "train.log_to=[csv]", "train.log_every=1", "train.keep_checkpoints=all"]), out)
+    run_single(
+        load_recipe("mf", [*QUICK, "train.log_to=[csv]", "train.log_every=1", "train.keep_checkpoints=all"]), out
+    )
     written = {p.name for p in out.iterdir()}
     assert {"backends.json", "steps.csv", "metrics.csv", "last.safetensors"} <= written
     assert written <= RUN_ENTRIES

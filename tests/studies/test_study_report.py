@@ -121,6 +121,36 @@ def test_verdicts_reproduced_opposite_and_not_reproduced(tmp_path):
     assert write_report(flipped, records, tmp_path / "f", command="c")["claims"][0]["verdict"] == OPPOSITE
 
 
+def test_a_reading_without_significance_says_when_every_seed_lies_on_one_side(tmp_path):
+    # Two seeds each: every seed of "Apart" is below (better than) every seed of the baseline, yet Welch's p > 0.05.
+    records = _final("Base", [1.00, 1.10]) + _final("Apart", [0.98, 0.99]) + _final("Mixed", [0.99, 1.05])
+    spec = _spec(
+        variants={"Base": {"recipe": "mf"}, "Apart": {"recipe": "mf"}, "Mixed": {"recipe": "mf"}},
+        claims=[
+            {"text": "Apart beats Base", "metric": "test_rmse", "variant": "Apart"},
+            {"text": "Mixed beats Base", "metric": "test_rmse", "variant": "Mixed"},
+            {"text": "Apart loses to Base", "metric": "test_rmse", "variant": "Apart", "direction": "max"},
+        ],
+    )
+    claims = write_report(spec, records, tmp_path, command="c")["claims"]
+    assert [c["verdict"] for c in claims] == [NOT_REPRODUCED] * 3
+    assert claims[0]["reading"].endswith("; every seed of the variant is better than every seed of the baseline)")
+    assert "every seed" not in claims[1]["reading"]
+    assert claims[2]["reading"].endswith("; every seed of the variant is worse than every seed of the baseline)")
+    assert "every seed of the variant is better (or worse)" in (tmp_path / "README.md").read_text()
+
+
+def test_the_one_sided_note_needs_two_seeds_a_side_and_no_tie():
+    from embreg.studies.report import one_sided_note
+
+    assert one_sided_note([0.9], [1.0, 1.1], "min") == ""
+    assert one_sided_note([0.9, 1.0], [1.0, 1.1], "min") == ""  # a tie is an overlap
+    assert (
+        one_sided_note([1.2, 1.3], [1.0, 1.1], "max")
+        == "every seed of the variant is better than every seed of the baseline"
+    )
+
+
 def test_a_claim_without_a_point_is_read_at_every_point(tmp_path):
     spec = _spec(
         variants={"Base": {"recipe": "mf"}, "Better": {"recipe": "mf"}},

@@ -12,7 +12,10 @@ when the page is still too long the tuning (then the comparison) tables move to 
 Verdict of a claim (:func:`judge`): ``reproduced`` when the variant is better than the baseline in the claim's
 direction with a two-sided Welch p < 0.05 over the final seeds, ``opposite`` when it is worse with p < 0.05,
 else ``not reproduced (no significant difference)``. A claim without a point is read at every point: all
-reproduced -> ``reproduced``, some -> ``partly``, all opposite -> ``opposite``.
+reproduced -> ``reproduced``, some -> ``partly``, all opposite -> ``opposite``. A reading with no significant
+difference says so when the seeds do not overlap (:func:`one_sided_note`): "every seed of the variant is better
+(worse) than every seed of the baseline", since such a split is itself evidence of a direction that the t-test at
+this number of seeds does not confirm.
 
 ``summary.json`` is what the results hub (:mod:`embreg.studies.hub`) reads: ``{"name", "title", "paper", "kind":
 "study", "page": "README.md", "claims": [{"claim", "reading", "verdict", "p"}], "seeds", "machine",
@@ -44,6 +47,7 @@ from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
 __all__ = [
     "write_report",
     "judge",
+    "one_sided_note",
     "claim_row",
     "format_number",
     "format_p",
@@ -135,6 +139,28 @@ def judge(variant: Sequence[float], baseline: Sequence[float], better: str) -> t
     return (REPRODUCED if wins else OPPOSITE), p
 
 
+def one_sided_note(variant: Sequence[float], baseline: Sequence[float], better: str) -> str:
+    """``"every seed of the variant is better than every seed of the baseline"`` (or ``worse``), else ``""``.
+
+    Said when the two sets of seeds do not overlap: the variant's worst seed beats the baseline's best (``better``:
+    ``min`` or ``max``), or its best seed loses to the baseline's worst. Ties count as overlap. Both sides need at
+    least two seeds, as for a test.
+
+    Example:
+        >>> one_sided_note([0.90, 0.91], [0.92, 0.95], "min"), one_sided_note([0.90, 0.93], [0.92, 0.95], "min")
+        ('every seed of the variant is better than every seed of the baseline', '')
+    """
+    if min(len(variant), len(baseline)) < 2:
+        return ""
+    sign = -1.0 if better == "min" else 1.0  # larger signed value = better
+    ours, theirs = [sign * v for v in variant], [sign * v for v in baseline]
+    if min(ours) > max(theirs):
+        return "every seed of the variant is better than every seed of the baseline"
+    if max(ours) < min(theirs):
+        return "every seed of the variant is worse than every seed of the baseline"
+    return ""
+
+
 def _values(
     spec: StudySpec,
     records: Sequence[RunRecord],
@@ -177,9 +203,10 @@ def claim_row(
         b = _values(spec, records, baseline, point, claim.metric, chosen)
         verdict, p = judge(a, b, claim.better)
         where = f"{_point_label(point)}: " if len(points) > 1 else ""
+        note = one_sided_note(a, b, claim.better) if verdict == NOT_REPRODUCED else ""
         readings.append(
             f"{where}{claim.variant} {_mean_std(a)} vs {baseline} {_mean_std(b)} "
-            f"(n={len(a)}/{len(b)}, Welch p={format_p(p)})"
+            f"(n={len(a)}/{len(b)}, Welch p={format_p(p)}{'; ' + note if note else ''})"
         )
         verdicts.append(verdict)
         ps.append(p)
@@ -470,7 +497,9 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
         claims += [
             "",
             "Verdict: two-sided Welch t-test over the final seeds against the baseline, 5% level; "
-            "`reproduced` = better in the paper's direction, `opposite` = significantly worse.",
+            "`reproduced` = better in the paper's direction, `opposite` = significantly worse. A reading without a "
+            "significant difference says so when every seed of the variant is better (or worse) than every seed "
+            "of the baseline.",
         ]
     else:
         claims += ["No claims are checked by this study."]

@@ -1,7 +1,7 @@
 """The one training loop: objective -> penalties -> backward -> update transforms -> clip -> step.
 
-Reference: ../shared/DESIGN.md, "Trainer". The loop serves every model that follows the protocol
-``model(batch) -> ModelOutput`` and ``model.loss(batch, output) -> Tensor``.
+Reference: docs/architecture.md (the trainer's decisions: device, precision, data parallelism). The loop serves
+every model that follows the protocol ``model(batch) -> ModelOutput`` and ``model.loss(batch, output) -> Tensor``.
 """
 
 from __future__ import annotations

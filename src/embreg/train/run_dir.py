@@ -287,13 +287,7 @@ class RunDirectory:
         Raises:
             DataError: the file is not valid JSON.
         """
-        path = self.file(RUN_RECORD)
-        if not path.is_file():
-            return None
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path} is not valid JSON ({exc})") from exc
+        return self._read_json(RUN_RECORD)
 
     def read_config(self) -> dict[str, Any] | None:
         """``config.yaml`` as a mapping (``None`` when there is none).
@@ -341,7 +335,10 @@ class RunDirectory:
         Raises:
             DataError: the file is not valid JSON.
         """
-        path = self.file(METRICS)
+        return self._read_json(METRICS)
+
+    def _read_json(self, name: str) -> dict[str, Any] | None:
+        path = self.file(name)
         if not path.is_file():
             return None
         try:

@@ -4,7 +4,8 @@
 * :class:`EmbeddingDropout` / :func:`embedding_dropout`: drop whole word types of an embedding.
 * :class:`WeightDrop` / :func:`drop_connect`: DropConnect on named weights via ``torch.func.functional_call``.
 * :class:`TiedOutput` / :func:`tied_logits`: softmax layer sharing the input embedding matrix.
-* :func:`dropout_disabled`, :func:`dropout_active`: pause every dropout block while in training mode.
+* :func:`dropout_disabled`, :func:`dropout_active`: pause every dropout block (and torch dropout module) while in
+  training mode.
 * :class:`DropoutSite`: where dropout acts and how its mask is shared (used by ``embreg.regularizers.dropout``).
 """
 

@@ -4,6 +4,10 @@ The analytic regularisers of dropout-explicit-implicit-regularization.txt (Sec. 
 model *without* dropout noise at training time (the clean forward ``F(x)`` whose Jacobians they use), while the
 Dropout_k objective of the same step needs the noise. ``model.eval()`` would also change unrelated layers, so every
 dropout block in :mod:`embreg.nn` derives from :class:`DropoutBlock` and can be paused by :func:`dropout_disabled`.
+torch's own dropout modules (``nn.Dropout`` and the rest of its ``_DropoutNd`` family, as in MF, BPR, NCF and the
+Hugging Face encoders) count as dropout here too: :func:`dropout_active` sees them and :func:`dropout_disabled` pauses
+them (their ``p`` is 0 inside the context). Dropout drawn by a functional call inside a ``forward`` (``F.dropout``)
+is not a module and is seen by neither.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from torch import nn
+from torch.nn.modules.dropout import _DropoutNd
 
 from embreg.nn._checks import check_probability
 
@@ -44,21 +49,42 @@ def dropout_blocks(model: nn.Module) -> list[DropoutBlock]:
     return [m for m in model.modules() if isinstance(m, DropoutBlock)]
 
 
+def torch_dropouts(model: nn.Module) -> list[_DropoutNd]:
+    """Every torch dropout module inside ``model`` (``nn.Dropout``, ``nn.Dropout1d/2d/3d``, ``nn.AlphaDropout``...)."""
+    return [m for m in model.modules() if isinstance(m, _DropoutNd)]
+
+
+def has_dropout(model: nn.Module) -> bool:
+    """Whether ``model`` holds a dropout block or torch dropout module that draws masks in training mode.
+
+    Example:
+        >>> has_dropout(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))), has_dropout(nn.Dropout(0.0))
+        (True, False)
+    """
+    return any(block.enabled and block.q > 0 for block in dropout_blocks(model)) or any(
+        m.p > 0 for m in torch_dropouts(model)
+    )
+
+
 def dropout_active(model: nn.Module) -> bool:
-    """Whether a forward pass of ``model`` would draw any dropout mask right now.
+    """Whether a forward pass of ``model`` would draw any dropout mask right now (its dropout blocks and torch's
+    dropout modules).
 
     Example:
         >>> from embreg.nn import LockedDropout
         >>> block = LockedDropout(0.5)
-        >>> dropout_active(block), dropout_active(block.eval())
-        (True, False)
+        >>> dropout_active(block), dropout_active(block.eval()), dropout_active(nn.Dropout(0.1))
+        (True, False, True)
     """
-    return any(block.active for block in dropout_blocks(model))
+    return any(block.active for block in dropout_blocks(model)) or any(
+        m.training and m.p > 0 for m in torch_dropouts(model)
+    )
 
 
 @contextmanager
 def dropout_disabled(model: nn.Module) -> Iterator[nn.Module]:
-    """Context in which every :class:`DropoutBlock` of ``model`` is the identity; restores the switches after.
+    """Context in which every :class:`DropoutBlock` and torch dropout module of ``model`` is the identity; restores
+    the switches (and the torch modules' ``p``) after.
 
     Example:
         >>> import torch
@@ -71,10 +97,16 @@ def dropout_disabled(model: nn.Module) -> Iterator[nn.Module]:
     """
     blocks = dropout_blocks(model)
     saved = [block.enabled for block in blocks]
+    modules = torch_dropouts(model)
+    probabilities = [m.p for m in modules]
     for block in blocks:
         block.enabled = False
+    for m in modules:
+        m.p = 0.0
     try:
         yield model
     finally:
         for block, state in zip(blocks, saved):
             block.enabled = state
+        for m, p in zip(modules, probabilities):
+            m.p = p

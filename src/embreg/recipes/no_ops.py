@@ -29,7 +29,7 @@ from typing import Any
 
 from torch import nn
 
-from embreg.nn.dropout_control import dropout_blocks
+from embreg.nn.dropout_control import has_dropout
 
 __all__ = ["NoOpWarning", "no_op_reason", "warn_no_op"]
 
@@ -63,7 +63,7 @@ def no_op_reason(built: Any, model: nn.Module | None, recipe: Any = None) -> str
     Example:
         >>> from embreg.regularizers.dropout.objective import DropoutK
         >>> no_op_reason(DropoutK(4), nn.Linear(2, 2))
-        'model has no active dropout (no embreg.nn dropout block with a probability > 0), so Dropout_k makes one forward pass per step: exactly the standard loss'
+        'model has no active dropout (no dropout block or torch dropout module with a probability > 0), so Dropout_k makes one forward pass per step: exactly the standard loss'
     """
     from embreg.regularizers.dropout.implicit import TwoMaskDropoutNoise
     from embreg.regularizers.dropout.objective import DropoutK
@@ -72,7 +72,7 @@ def no_op_reason(built: Any, model: nn.Module | None, recipe: Any = None) -> str
     no_dropout = model is not None and not _has_active_dropout(model)
     if isinstance(built, DropoutK) and no_dropout:
         return (
-            f"{name} has no active dropout (no embreg.nn dropout block with a probability > 0), so Dropout_k "
+            f"{name} has no active dropout (no dropout block or torch dropout module with a probability > 0), so Dropout_k "
             "makes one forward pass per step: exactly the standard loss"
         )
     if isinstance(built, TwoMaskDropoutNoise):
@@ -89,8 +89,8 @@ def no_op_reason(built: Any, model: nn.Module | None, recipe: Any = None) -> str
 
 
 def _has_active_dropout(model: nn.Module) -> bool:
-    """Whether a training-mode forward of ``model`` draws a mask from one of its :mod:`embreg.nn` dropout blocks."""
-    return any(block.enabled and block.q > 0 for block in dropout_blocks(model))
+    """Whether a training-mode forward of ``model`` draws a mask (:func:`embreg.nn.dropout_control.has_dropout`)."""
+    return has_dropout(model)
 
 
 def _all_zero(coefficients: Any) -> bool:

@@ -142,7 +142,13 @@ class SASRec(nn.Module):
 
     Output: the score of item ``j`` after position ``l`` is ``<F_l, out(j)>`` with ``out(j) = item_emb(j)``
     (SASRec) or ``[item_emb(j); user_emb(u)]`` (SSE-PT); the item table is shared by input and output, and its
-    padding row ``PAD`` is zero and never trained nor scored.
+    padding row ``PAD`` is zero and never trained nor scored. A given ``item_embedding`` (e.g. a
+    :class:`~embreg.embeddings.MixedDimensionEmbedding` of ``num_items`` rows) has no ``PAD`` row: ``PAD`` entries
+    get zero vectors, and the output reads every item's projected row (:meth:`item_matrix`).
+
+    Layer stack (:meth:`layer_stack`, :class:`~embreg.models.sasrec_stack.SASRecStack`): ``forward`` returns the
+    ``blocks + 1`` states ``hidden_states.<i>`` (the embedded input entering block 1, then each block's output), so
+    LNSR, R3F and SMART run on the blocks.
 
     Losses, at the positions whose target is not ``PAD``: ``bce`` (Kang & McAuley): mean of
     ``-log sigmoid(s_pos) - log(1 - sigmoid(s_neg))`` with one sampled negative ``batch["neg"]`` per position;
@@ -161,6 +167,8 @@ class SASRec(nn.Module):
         max_len: number of learned positions, the longest input ``L``.
         config: sizes, dropout, loss and initialisation (default :class:`SASRecConfig`).
         user_transform, item_transform, label_transform: the index transforms (``None``: none).
+        item_embedding: the item table over the ``num_items`` real items, ids ``(...) -> (..., dim)`` (``None``: an
+            ``nn.Embedding(num_items + 1, dim)`` with the ``PAD`` row, initialised as ``config.init_std`` says).
 
     Batch (training): ``user (B,)``, ``input (B, L)``, ``target (B, L)`` (``PAD`` where there is no target) and,
     for ``bce``, ``neg (B, L)``. :meth:`score_next` takes ``user`` and ``input``.
@@ -254,7 +262,7 @@ class SASRec(nn.Module):
                 nn.init.zeros_(module.bias)
         if self.padded_table:
             with torch.no_grad():
-                self.item_embedding.weight[self.pad].zero_()
+                embedding_matrix(self.item_embedding)[self.pad].zero_()
 
     # ------------------------------------------------------------------------------------------- item table
     def item_vectors(self, items: torch.Tensor) -> torch.Tensor:
@@ -272,9 +280,8 @@ class SASRec(nn.Module):
     def item_matrix(self) -> torch.Tensor:
         """Every item's output vector ``(num_items, dim)`` (no ``PAD`` row), differentiable: the uniform table's
         rows, or a mixed-dimension table's projected rows ``E_i[j] @ P_i`` (computed once per call)."""
-        if self.padded_table:
-            return self.item_embedding.weight[: self.num_items]
-        return embedding_matrix(self.item_embedding)
+        full = embedding_matrix(self.item_embedding)
+        return full[: self.num_items] if self.padded_table else full
 
     # --------------------------------------------------------------------------------------- index transforms
     def _step_ids(self, batch: dict[str, torch.Tensor], key: str, transform: nn.Module | None) -> torch.Tensor:

@@ -68,7 +68,7 @@ class EmbeddingDropout(DropoutBlock):
         torch.Size([4, 7, 8])
     """
 
-    def __init__(self, embedding: nn.Embedding, q: float) -> None:
+    def __init__(self, embedding: nn.Module, q: float) -> None:
         super().__init__(q)
         self.embedding = embedding
 
@@ -81,6 +81,7 @@ class EmbeddingDropout(DropoutBlock):
             if not self.active:
                 return self.embedding(ids)
             return embedding_dropout(embedding_matrix(self.embedding), ids, self.q, training=True)
+        padding_idx = getattr(self.embedding, "padding_idx", None)
         return embedding_dropout(
-            self.embedding.weight, ids, self.q, training=self.active, padding_idx=self.embedding.padding_idx
+            embedding_matrix(self.embedding), ids, self.q, training=self.active, padding_idx=padding_idx
         )

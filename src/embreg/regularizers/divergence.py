@@ -7,7 +7,7 @@ two predicted values (regression) (lnsr-noise-stability-bert.txt, Sec. 5.4 and t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -86,4 +86,4 @@ def stack_divergence(requested: DivergenceKind, stack: object) -> DivergenceKind
             f"divergence='sym_kl': the predictions of {type(stack).__name__} are hidden states, not logits; use "
             "divergence 'auto' or 'mse' (squared error)"
         )
-    return own if requested == "auto" else requested
+    return cast(DivergenceKind, own) if requested == "auto" else requested

@@ -104,3 +104,12 @@ def test_sse_on_every_field_trains(tmp_path) -> None:
 def test_docstring_examples_run(name) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0, result
+
+
+def test_field_sse_composes_with_mixed_dimension_fields() -> None:
+    built = _built(ALL, "embeddings={name: md, alpha: 0.3}")
+    model = built.model.train()
+    assert all(isinstance(t, SSE) for t in model.field_transforms)
+    batch = {k: v[:32] for k, v in built.prepared.tensors("train").items()}
+    model.loss(batch, model(batch)).backward()
+    assert all(p.grad is not None for p in model.embeddings[0].parameters())

@@ -206,3 +206,10 @@ def test_full_weight_is_every_projected_row_and_differentiable() -> None:
     full.pow(2).sum().backward()
     assert table.flat_rows.grad is not None and table.flat_projections.grad is not None
     assert table.flat_projections.grad.abs().sum() > 0
+
+
+def test_md_sasrec_with_sse_draws_the_same_on_the_host(timed_file, tmp_path) -> None:
+    sets = [*timed_file, MD, "index_transforms={item: {name: sse-se, p: 0.3}, label: {name: sse-se, p: 0.3}}"]
+    device = run_single(load_recipe("sasrec", [*sets, "train.index_transforms_on=device"]), None).metrics
+    host = run_single(load_recipe("sasrec", [*sets, "train.index_transforms_on=host"]), None).metrics
+    assert device["test_ndcg@10"] == host["test_ndcg@10"] and device["val_mrr"] == host["val_mrr"]

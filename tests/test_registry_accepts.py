@@ -28,7 +28,7 @@ from embreg.recipes import load_recipe
 from embreg.recipes.accepts import DEFAULT_EMBEDDINGS
 from embreg.recipes.no_ops import NoOpWarning
 from embreg.recipes.recipe import ID_KINDS
-from embreg.recipes.run import build_run
+from embreg.recipes.run import build_run, parameter_counts
 from embreg.recipes.tasks import model_id_kinds
 from embreg.registry import MODEL_DECLARATIONS, REGISTRY, Registry
 from tests.helpers.pretrained_stub import tiny_pretrained
@@ -177,9 +177,15 @@ def test_an_id_kind_the_model_does_not_take_is_refused(model: str, kind: str) ->
 
 
 # ---------------------------------------------------------------------------------------- the reported cases
-def test_the_language_model_refuses_mixed_dimension_tables() -> None:
-    with pytest.raises(ConfigError, match="model 'lstm-lm' does not take 'md' embedding tables; it takes .*uniform"):
-        load_recipe("lm-none", ["embeddings={name: md, alpha: 0.3, budget: 200000}"])
+def test_the_language_model_builds_the_mixed_dimension_table_its_recipe_names() -> None:
+    """The reported command (``lm-none`` with ``md`` embeddings) trained a uniform table while its config said md."""
+    from embreg.embeddings import MixedDimensionEmbedding
+
+    recipe = load_recipe("lm-none", [*_smoke("lstm-lm"), "embeddings={name: md, alpha: 0.3}"])
+    built = build_run(recipe, prepared=_PREPARED.get("lstm-lm"))
+    table = built.model.embedding.embedding
+    assert isinstance(table, MixedDimensionEmbedding) and len(set(table.block_dims)) > 1
+    assert parameter_counts(built.model)["embedding_parameters"] == table.num_parameters
 
 
 def test_the_encoder_classifier_refuses_mixed_dimension_tables() -> None:

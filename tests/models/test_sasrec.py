@@ -83,7 +83,8 @@ def test_user_transform_needs_user_dim() -> None:
 
 def _context(user_dim=0, transforms=None) -> SimpleNamespace:
     sizes = {"item": ITEMS, "user": USERS, "label": ITEMS}
-    recipe = SimpleNamespace(data=SimpleNamespace(max_len=MAX_LEN))
+    embeddings = SimpleNamespace(name="uniform", config=SimpleNamespace(sparse=False))
+    recipe = SimpleNamespace(data=SimpleNamespace(max_len=MAX_LEN), embeddings=embeddings)
     return SimpleNamespace(num_ids=lambda kind: sizes[kind], recipe=recipe, transforms=transforms or {})
 
 

@@ -72,11 +72,6 @@ def test_ctr_needs_dlrm():
         load_recipe("ctr-adult", ["model={name: mf}"])
 
 
-def test_md_is_refused_for_bpr():
-    with pytest.raises(ConfigError, match="bpr"):
-        load_recipe("bpr", ["embeddings={name: md}"])
-
-
 def test_uniform_mf_build_is_unchanged(tmp_path):
     cfg = _file_recipe("mf", tmp_path, "model.dim=8")
     built = build_run(cfg)

@@ -128,7 +128,7 @@ def test_index_transform_on_an_id_kind_the_task_lacks():
         ConfigError, match="index_transforms.token: task 'rating' has no 'token' ids; it has user, item"
     ):
         load_recipe("mf", ["index_transforms.token={name: sse-se, p: 0.1}"])
-    with pytest.raises(ConfigError, match="task 'ctr' has no 'item' ids; it has none"):
+    with pytest.raises(ConfigError, match="task 'ctr' has no 'item' ids; it has field"):
         load_recipe("ctr-adult", ["index_transforms.item={name: sse-se}"])
 
 

@@ -255,6 +255,26 @@ class MixedDimensionEmbedding(nn.Module):
             sparse=self.sparse,
         )
 
+    def full_weight(self) -> torch.Tensor:
+        """Every row's vector ``E_i[j] @ P_i`` as one differentiable ``(N, D)`` matrix, in caller id order.
+
+        What an output layer that shares this table needs (SASRec's item scores, a tied softmax): a score against
+        every row is ``h @ full_weight().T``, with gradients into every ``E_i`` and ``P_i``. It costs one
+        ``(n_i, d_i) @ (d_i, D)`` product per block and N x D memory, so compute it once per step and reuse it.
+        Row ``x`` equals ``self(x)``; the rows' gradient is dense even for a ``sparse=True`` layer.
+
+        Example:
+            >>> emb = MixedDimensionEmbedding([2, 3], [4, 2], base_dim=4, index_map=torch.tensor([4, 0, 1, 2, 3]))
+            >>> full = emb.full_weight()
+            >>> full.shape, torch.allclose(full, emb(torch.arange(5)))
+            (torch.Size([5, 4]), True)
+        """
+        weights, projections = split_flat(self.flat_rows, self.flat_projections, *self.layout)
+        blocked = torch.cat([w if p is None else w @ p for w, p in zip(weights, projections)])  # (N, D) blocked
+        if self.index_map is None:
+            return blocked
+        return blocked.index_select(0, self.index_map.to(torch.int64))
+
     @torch.no_grad()
     def materialize(self) -> torch.Tensor:
         """The full (N, D) table ``E_i @ P_i`` in caller id order (for inspection or export; memory N x D)."""

@@ -140,13 +140,14 @@ def _table(embedding: nn.Module) -> torch.Tensor:
     config=UserItemConfig,
     tasks=("ranking",),
     kinds=("user", "item"),
-    embeddings=("uniform",),
+    embeddings=("uniform", "md"),
     provides=(),
     summary="Bayesian personalised ranking (pairwise loss, sampled negatives)",
     reference="sse-stochastic-shared-embeddings.txt, Sec. 4.1 (BPR)",
 )
 def build_bpr(config: UserItemConfig, context: Any) -> BPR:
-    """:class:`BPR` over uniform user/item tables with an item bias, with its user/item index transforms."""
+    """:class:`BPR` over the recipe's user/item tables (uniform, or mixed-dimension: both blocked by training
+    popularity and sized jointly, as MF's) with an item bias, with its user/item index transforms."""
     bias = zero_table(context.num_ids("item"))  # drawn first: the order every stored BPR result used
     users, items = user_item_tables(config, context)
     return BPR(

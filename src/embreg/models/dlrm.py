@@ -22,8 +22,13 @@ from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.mlp import mlp
 from embreg.models.output import ModelOutput
+from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.nn.layer_stack import SequentialSlice, SequentialStack, linear_block_bounds
 from embreg.registry import register
+
+FIELD_KIND = "field"
+"""The id kind of the categorical fields (``field:<name>`` for one): :data:`embreg.recipes.id_kinds.FIELD_KIND`,
+spelt here too since models do not import the recipes floor."""
 
 
 class InteractionLayer(nn.Module):
@@ -81,6 +86,11 @@ class DLRM(nn.Module):
         bottom_mlp: hidden widths of the bottom MLP before its last layer (which outputs D).
         top_mlp: hidden widths of the top MLP before its output layer (which outputs 1).
         negative_slope: LeakyReLU slope of both MLPs.
+        field_transforms: one ids -> ids module (or ``None``) per single-valued field, applied in training to that
+            field's column (e.g. :class:`embreg.sse.SSE` over the field's own ids; sse-stochastic-shared-embeddings.txt,
+            eq. 5, one field at a time); empty: none.
+        bag_transforms: the same per multi-valued field, applied to its non-padding ids.
+        bag_padding: the padding id of each multi-valued field (needed with ``bag_transforms``).
 
     Layer stack (:meth:`layer_stack`, for LNSR, R3F, SMART and LayerNoise; lnsr-noise-stability-bert.txt, Sec. 3.1
     and 5.4): ``h_0`` is the stacked vectors ``(B, V, D)`` that enter the interaction -- the bottom MLP's output
@@ -113,6 +123,9 @@ class DLRM(nn.Module):
         bottom_mlp: Sequence[int] = (64,),
         top_mlp: Sequence[int] = (64, 32),
         negative_slope: float = 0.01,
+        field_transforms: Sequence[nn.Module | None] = (),
+        bag_transforms: Sequence[nn.Module | None] = (),
+        bag_padding: Sequence[int | None] = (),
     ) -> None:
         super().__init__()
         if not embeddings and not bag_embeddings:
@@ -129,6 +142,13 @@ class DLRM(nn.Module):
         self.num_dense = num_dense
         self.embeddings = nn.ModuleList(embeddings)
         self.bag_embeddings = nn.ModuleList(bag_embeddings)
+        self.field_transforms = _transform_list(field_transforms, len(self.embeddings), "field_transforms")
+        self.bag_transforms = _transform_list(bag_transforms, len(self.bag_embeddings), "bag_transforms")
+        if any(not isinstance(t, nn.Identity) for t in self.bag_transforms) and len(bag_padding) != len(
+            self.bag_embeddings
+        ):
+            raise ValueError(f"bag_padding needs one padding id (or None) per bag field, got {list(bag_padding)}")
+        self.bag_padding = list(bag_padding)
         self.bottom = mlp(num_dense, [*bottom_mlp, dim], negative_slope=negative_slope) if num_dense else None
         num_vectors = len(self.embeddings) + len(self.bag_embeddings) + (1 if num_dense else 0)
         top_in = num_vectors * (num_vectors - 1) // 2 + (dim if num_dense else 0)
@@ -148,16 +168,55 @@ class DLRM(nn.Module):
         """Column index of each interaction pair, ``(V(V-1)/2,)``."""
         return cast(InteractionLayer, self.stack_layers[0]).pair_cols  # layer 1 is the interaction
 
+    # --------------------------------------------------------------------------------------- index transforms
+    def index_transforms(self) -> list[nn.Module]:
+        """The fields' index transforms that are set (:mod:`embreg.models.transform_sites`)."""
+        return present_transforms([*self.field_transforms, *self.bag_transforms])
+
+    def draw_index_transforms(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with ``categorical`` and ``bags`` as this training step's forward pass draws them."""
+        drawn = dict(batch)
+        if len(self.embeddings) and "categorical" in batch:
+            drawn["categorical"] = self._transformed_fields(batch["categorical"])
+        if len(self.bag_embeddings) and "bags" in batch:
+            drawn["bags"] = self._transformed_bags(batch["bags"])
+        return drawn
+
+    def _transformed_fields(self, categorical: torch.Tensor) -> torch.Tensor:
+        """``categorical`` (B, F) with each field's transform applied to its column (a new tensor if any acts)."""
+        if all(isinstance(t, nn.Identity) for t in self.field_transforms):
+            return categorical
+        return torch.stack([t(categorical[:, j]) for j, t in enumerate(self.field_transforms)], dim=1)
+
+    def _transformed_bags(self, bags: torch.Tensor) -> torch.Tensor:
+        """``bags`` (B, G, L) with each bag field's transform applied to its non-padding ids."""
+        if all(isinstance(t, nn.Identity) for t in self.bag_transforms):
+            return bags
+        columns = []
+        for g, transform in enumerate(self.bag_transforms):
+            ids = bags[:, g]
+            if isinstance(transform, nn.Identity) or is_passed_through(transform):
+                columns.append(ids)
+                continue
+            pad = self.bag_padding[g]
+            keep = ids != pad if pad is not None else torch.ones_like(ids, dtype=torch.bool)
+            drawn = ids.clone()
+            drawn[keep] = transform(ids[keep])
+            columns.append(drawn)
+        return torch.stack(columns, dim=1)
+
+    # ---------------------------------------------------------------------------------------------- forward
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
-        """Click logits (B,) for a batch (see the class docstring for its keys)."""
+        """Click logits (B,) for a batch (see the class docstring for its keys); in training, each field's index
+        transform (e.g. SSE) first swaps that field's ids."""
         vectors = []
         if self.bottom is not None:
             vectors.append(self.bottom(batch["dense"]))
         if len(self.embeddings):
-            categorical = batch["categorical"]
+            categorical = self._transformed_fields(batch["categorical"])
             vectors.extend(emb(categorical[:, j]) for j, emb in enumerate(self.embeddings))
         if len(self.bag_embeddings):
-            bags = batch["bags"]
+            bags = self._transformed_bags(batch["bags"])
             vectors.extend(emb(bags[:, g]) for g, emb in enumerate(self.bag_embeddings))
         hidden: dict[str, torch.Tensor] = {}
         states = [torch.stack(vectors, dim=1)]  # h_0: (B, V, D)
@@ -191,6 +250,14 @@ class DLRM(nn.Module):
         return F.binary_cross_entropy_with_logits(output.predictions, batch["label"].to(output.predictions.dtype))
 
 
+def _transform_list(transforms: Sequence[nn.Module | None], count: int, name: str) -> nn.ModuleList:
+    """``transforms`` as a ModuleList of ``count`` modules (``None`` -> ``nn.Identity``); empty: all identity."""
+    if len(transforms) not in (0, count):
+        raise ValueError(f"{name} has {len(transforms)} entries; expected one per field ({count}) or none")
+    modules = list(transforms) or [None] * count
+    return nn.ModuleList(nn.Identity() if t is None else t for t in modules)
+
+
 @dataclass
 class DLRMConfig:
     """``model: {name: dlrm, dim: 16, bottom_mlp: [64], top_mlp: [64, 32]}``.
@@ -220,14 +287,16 @@ class DLRMConfig:
     "dlrm",
     config=DLRMConfig,
     tasks=("ctr",),
-    kinds=(),
+    kinds=(FIELD_KIND,),
     embeddings=("uniform", "md"),
     provides=("layer_stack", "linear_layers"),
     summary="DLRM: bottom MLP, per-field embeddings, pairwise dot interactions, top MLP -> click logit",
     reference="mixed-dimension-embeddings.txt, Sec. IV (DLRM)",
 )
 def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
-    """:class:`DLRM` over one table per field of the task's click table (uniform or one MD block per field)."""
+    """:class:`DLRM` over one table per field of the task's click table (uniform or one MD block per field), with
+    the recipe's per-field index transforms (``index_transforms.field`` or ``field:<name>``, built one per field by
+    :func:`embreg.recipes.id_kinds.build_index_transforms`)."""
     prepared = context.prepared
     table = prepared.table
     num_single = len(table.cardinalities)
@@ -245,4 +314,7 @@ def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
         bag_embeddings=tables[num_single:],
         bottom_mlp=tuple(config.bottom_mlp),
         top_mlp=tuple(config.top_mlp),
+        field_transforms=[context.transforms.get(f"{FIELD_KIND}:{name}") for name in table.field_names],
+        bag_transforms=[context.transforms.get(f"{FIELD_KIND}:{name}") for name in table.bag_names],
+        bag_padding=[table.bag_padding(g) for g in range(len(table.bag_names))],
     )

@@ -23,6 +23,7 @@ from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.lstm_precision import run_lstm
 from embreg.models.lstm_sequence import unrolled_lstm
 from embreg.models.output import ModelOutput
+from embreg.models.single_table import recipe_table
 from embreg.models.step_key import step_key
 from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
@@ -157,7 +158,8 @@ class LSTMLanguageModel(nn.Module):
     dropout between layers, ``h_L`` the last LSTM's output), so LNSR and LayerNoise work on the LM.
 
     Args:
-        embedding: ``nn.Embedding(V, E)``.
+        embedding: ``nn.Embedding(V, E)``, or a mixed-dimension table of ``V`` rows at base dimension ``E`` (tied, the
+            softmax weight is its projected ``(V, E)`` matrix, :class:`~embreg.nn.TiedOutput`).
         rnns: one single-layer, batch-first ``nn.LSTM`` per layer; the first takes ``E`` inputs.
         q_embedding, q_input, q_hidden, q_output, q_weight: dropout probabilities in ``[0, 1)``.
         projection: optional module mapping the last layer's output to the decoder's input size (down-projection).
@@ -193,7 +195,7 @@ class LSTMLanguageModel(nn.Module):
 
     def __init__(
         self,
-        embedding: nn.Embedding,
+        embedding: nn.Module,
         rnns: Sequence[nn.LSTM],
         *,
         q_embedding: float = 0.0,
@@ -215,11 +217,10 @@ class LSTMLanguageModel(nn.Module):
         for i, rnn in enumerate(rnns):
             if not isinstance(rnn, nn.LSTM) or rnn.num_layers != 1 or not rnn.batch_first or rnn.bidirectional:
                 raise EmbregError(f"rnns[{i}] must be a single-layer, batch-first, unidirectional nn.LSTM, got {rnn}")
-        if rnns[0].input_size != embedding.embedding_dim:
-            raise EmbregError(
-                f"rnns[0].input_size={rnns[0].input_size} must equal the embedding dim {embedding.embedding_dim}"
-            )
-        self.vocab_size = embedding.num_embeddings
+        emb_dim = int(cast(int, embedding.embedding_dim))
+        if rnns[0].input_size != emb_dim:
+            raise EmbregError(f"rnns[0].input_size={rnns[0].input_size} must equal the embedding dim {emb_dim}")
+        self.vocab_size = int(cast(int, embedding.num_embeddings))
         self.embedding = EmbeddingDropout(embedding, q_embedding)
         self.input_dropout = LockedDropout(q_input)
         self.hidden_dropout = LockedDropout(q_hidden)
@@ -232,10 +233,10 @@ class LSTMLanguageModel(nn.Module):
             with torch.no_grad():
                 decoder_in = projection(torch.zeros(1, decoder_in)).shape[-1]
         if tie:
-            if decoder_in != embedding.embedding_dim:
+            if decoder_in != emb_dim:
                 raise EmbregError(
                     f"tie=True needs the decoder input size {decoder_in} to equal the embedding dim "
-                    f"{embedding.embedding_dim}; add a projection or set tie=False"
+                    f"{emb_dim}; add a projection or set tie=False"
                 )
             self.decoder: nn.Module = TiedOutput(embedding)
         else:
@@ -262,21 +263,33 @@ class LSTMLanguageModel(nn.Module):
         proj_dim: int | None = None,
         tie: bool = True,
         init_range: float = 0.1,
+        embedding: nn.Module | None = None,
         **kwargs,
     ) -> LSTMLanguageModel:
         """Builds the parts: ``nn.Embedding`` (uniform in ``+-init_range``), ``layers`` LSTMs, optional projection.
 
         The last LSTM has ``emb_dim`` units when the weights are tied and there is no projection (as in AWD-LSTM),
         else ``hidden_dim``; ``proj_dim`` adds a bias-free ``Linear(hidden_dim, proj_dim)`` before the softmax.
-        Other keyword arguments (dropout probabilities, ``input_transform``, ``label_transform``, ...) go to the
-        constructor.
+        ``embedding``: a table to use instead of the ``nn.Embedding`` (e.g. a
+        :class:`~embreg.embeddings.MixedDimensionEmbedding` of ``vocab_size`` rows at ``emb_dim``; tied, the softmax
+        reads its projected rows). Other keyword arguments (dropout probabilities, ``input_transform``,
+        ``label_transform``, ...) go to the constructor.
         """
         if min(vocab_size, emb_dim, hidden_dim, layers) < 1:
             raise EmbregError(
                 f"vocab_size={vocab_size}, emb_dim={emb_dim}, hidden_dim={hidden_dim}, layers={layers} must all be >= 1"
             )
-        embedding = nn.Embedding(vocab_size, emb_dim)
-        nn.init.uniform_(embedding.weight, -init_range, init_range)
+        if embedding is None:
+            embedding = nn.Embedding(vocab_size, emb_dim)
+            nn.init.uniform_(embedding.weight, -init_range, init_range)
+        elif (getattr(embedding, "num_embeddings", None), getattr(embedding, "embedding_dim", None)) != (
+            vocab_size,
+            emb_dim,
+        ):
+            raise EmbregError(
+                f"the given embedding maps {getattr(embedding, 'num_embeddings', None)} ids to width "
+                f"{getattr(embedding, 'embedding_dim', None)}; expected vocab_size={vocab_size}, emb_dim={emb_dim}"
+            )
         last = emb_dim if tie and proj_dim is None else hidden_dim
         sizes = [hidden_dim] * (layers - 1) + [last]
         inputs = [emb_dim] + sizes[:-1]
@@ -514,7 +527,7 @@ class LSTMLanguageModelConfig:
     config=LSTMLanguageModelConfig,
     tasks=("lm",),
     kinds=("token", "label"),
-    embeddings=("uniform",),
+    embeddings=("uniform", "md"),
     provides=("dropout_sites", "layer_stack"),
     summary="AWD-style LSTM language model with locked, embedding and weight dropout",
     reference="dropout-explicit-implicit-regularization.txt, Sec. 5.1 and App. D.1",
@@ -522,16 +535,25 @@ class LSTMLanguageModelConfig:
 def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguageModel:
     """The LSTM LM; without dropout (and unrolled, which the analytic terms differentiate far faster) when a
     regulariser of the recipe replaces dropout, and twice differentiable on CUDA (no cuDNN) when one differentiates
-    the backward pass."""
+    the backward pass.
+
+    With ``embeddings: {name: md}`` the token table is mixed-dimension, blocked and sized by the tokens' training
+    counts, rows ``N(0, init_range^2 / 3)`` (the variance of the uniform table's ``U(-init_range, init_range)``);
+    its base dimension is the embedding width (``model.emb_dim``, or the plan's with ``embeddings.budget``), and the
+    tied softmax reads its projected rows."""
     replaced = any(spec.entry.extra.get("replaces_dropout") for spec in context.recipe.regularizers)
     twice = any(spec.entry.extra.get("differentiates_backward") for spec in context.recipe.regularizers)
     q = config.dropout
     probs = dict(q_embedding=q.embedding, q_input=q.input, q_hidden=q.hidden, q_output=q.output, q_weight=q.weight)
     if replaced:
         probs = {key: 0.0 for key in probs}
+    built = recipe_table(
+        context, "token", config.emb_dim, init="normal", init_std=config.init_range / 3**0.5, model="lstm-lm"
+    )
+    embedding, emb_dim = (None, config.emb_dim) if built is None else (built[0], built[1].base_dim)
     return LSTMLanguageModel.build(
         context.num_ids("token"),
-        config.emb_dim,
+        emb_dim,
         config.hidden_dim,
         config.layers,
         proj_dim=config.proj_dim,
@@ -542,5 +564,6 @@ def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguage
         twice_differentiable=twice,
         input_transform=context.transforms.get("token"),
         label_transform=context.transforms.get("label"),
+        embedding=embedding,
         **probs,
     )

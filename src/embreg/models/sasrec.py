@@ -14,6 +14,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,9 +24,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import ConfigError, DataError
+from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.models.sasrec_stack import SASRecStack
+from embreg.models.single_table import recipe_table
 from embreg.models.step_key import step_key
 from embreg.models.transform_sites import is_passed_through, present_transforms
+from embreg.nn.tied_output import embedding_matrix
 from embreg.registry import register
 
 __all__ = ["SASRec", "SASRecBlock", "SASRecConfig", "build_sasrec"]
@@ -137,7 +142,13 @@ class SASRec(nn.Module):
 
     Output: the score of item ``j`` after position ``l`` is ``<F_l, out(j)>`` with ``out(j) = item_emb(j)``
     (SASRec) or ``[item_emb(j); user_emb(u)]`` (SSE-PT); the item table is shared by input and output, and its
-    padding row ``PAD`` is zero and never trained nor scored.
+    padding row ``PAD`` is zero and never trained nor scored. A given ``item_embedding`` (e.g. a
+    :class:`~embreg.embeddings.MixedDimensionEmbedding` of ``num_items`` rows) has no ``PAD`` row: ``PAD`` entries
+    get zero vectors, and the output reads every item's projected row (:meth:`item_matrix`).
+
+    Layer stack (:meth:`layer_stack`, :class:`~embreg.models.sasrec_stack.SASRecStack`): ``forward`` returns the
+    ``blocks + 1`` states ``hidden_states.<i>`` (the embedded input entering block 1, then each block's output), so
+    LNSR, R3F and SMART run on the blocks.
 
     Losses, at the positions whose target is not ``PAD``: ``bce`` (Kang & McAuley): mean of
     ``-log sigmoid(s_pos) - log(1 - sigmoid(s_neg))`` with one sampled negative ``batch["neg"]`` per position;
@@ -156,6 +167,8 @@ class SASRec(nn.Module):
         max_len: number of learned positions, the longest input ``L``.
         config: sizes, dropout, loss and initialisation (default :class:`SASRecConfig`).
         user_transform, item_transform, label_transform: the index transforms (``None``: none).
+        item_embedding: the item table over the ``num_items`` real items, ids ``(...) -> (..., dim)`` (``None``: an
+            ``nn.Embedding(num_items + 1, dim)`` with the ``PAD`` row, initialised as ``config.init_std`` says).
 
     Batch (training): ``user (B,)``, ``input (B, L)``, ``target (B, L)`` (``PAD`` where there is no target) and,
     for ``bce``, ``neg (B, L)``. :meth:`score_next` takes ``user`` and ``input``.
@@ -192,6 +205,7 @@ class SASRec(nn.Module):
         user_transform: nn.Module | None = None,
         item_transform: nn.Module | None = None,
         label_transform: nn.Module | None = None,
+        item_embedding: nn.Module | None = None,
     ) -> None:
         super().__init__()
         config = SASRecConfig() if config is None else config
@@ -210,7 +224,13 @@ class SASRec(nn.Module):
         self.dim, self.user_dim = config.dim, config.user_dim
         self.hidden_dim = config.dim + config.user_dim
         self.dropout = config.dropout
-        self.item_embedding = nn.Embedding(num_items + 1, config.dim, padding_idx=self.pad)
+        if item_embedding is None:
+            item_embedding = nn.Embedding(num_items + 1, config.dim, padding_idx=self.pad)
+        else:
+            _check_item_table(item_embedding, num_items, config.dim)
+        self.item_embedding = item_embedding
+        # an item table of its own (nn.Embedding with a PAD row) or a given one over the real items only
+        self.padded_table = isinstance(item_embedding, nn.Embedding) and item_embedding.padding_idx == self.pad
         self.user_embedding = nn.Embedding(num_users, config.user_dim) if config.user_dim > 0 else None
         self.position_embedding = nn.Embedding(max_len, self.hidden_dim)
         self.blocks = nn.ModuleList(
@@ -226,7 +246,10 @@ class SASRec(nn.Module):
     def reset_parameters(self) -> None:
         """Initialises as :attr:`SASRecConfig.init_std` says (Xavier-normal or normal weights, zero biases)."""
         std = self.config.init_std
+        given_table = set() if self.padded_table else {id(m) for m in self.item_embedding.modules()}
         for module in self.modules():
+            if id(module) in given_table:  # a given item table keeps the initialisation it was built with
+                continue
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 if std is None:
                     nn.init.xavier_normal_(module.weight)
@@ -237,8 +260,28 @@ class SASRec(nn.Module):
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
-        with torch.no_grad():
-            self.item_embedding.weight[self.pad].zero_()
+        if self.padded_table:
+            with torch.no_grad():
+                embedding_matrix(self.item_embedding)[self.pad].zero_()
+
+    # ------------------------------------------------------------------------------------------- item table
+    def item_vectors(self, items: torch.Tensor) -> torch.Tensor:
+        """Item vectors ``(..., dim)`` of item ids ``(...)``; ``PAD`` entries get zeros.
+
+        A given item table (e.g. mixed dimensions) has no ``PAD`` row: its ``PAD`` entries look up item 0 and are
+        zeroed, so they neither contribute nor receive gradient.
+        """
+        if self.padded_table:
+            return self.item_embedding(items)
+        pad = items == self.pad
+        vectors = self.item_embedding(items.masked_fill(pad, 0))
+        return vectors * (~pad).unsqueeze(-1).to(vectors.dtype)
+
+    def item_matrix(self) -> torch.Tensor:
+        """Every item's output vector ``(num_items, dim)`` (no ``PAD`` row), differentiable: the uniform table's
+        rows, or a mixed-dimension table's projected rows ``E_i[j] @ P_i`` (computed once per call)."""
+        full = embedding_matrix(self.item_embedding)
+        return full[: self.num_items] if self.padded_table else full
 
     # --------------------------------------------------------------------------------------- index transforms
     def _step_ids(self, batch: dict[str, torch.Tensor], key: str, transform: nn.Module | None) -> torch.Tensor:
@@ -300,21 +343,38 @@ class SASRec(nn.Module):
             raise DataError("SSE-PT (model.user_dim > 0) needs batch['user'] (B,) user ids")
         return self.user_embedding(users)
 
-    def _encode(self, items: torch.Tensor, user_vectors: torch.Tensor | None, train: bool) -> torch.Tensor:
+    def attention_mask(self, items: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The blocks' boolean attention mask ``(B, 1, L, L)`` (query ``l`` may attend to key ``j``: ``j <= l`` and
+        not ``PAD``, or ``j == l``) and the ``keep`` factor ``(B, L, 1)`` (0 at ``PAD`` inputs) of item ids ``(B, L)``."""
+        length = items.shape[1]
+        valid = items != self.pad  # (B, L)
+        causal = torch.ones(length, length, dtype=torch.bool, device=items.device).tril_()
+        eye = torch.eye(length, dtype=torch.bool, device=items.device)
+        mask = (causal & valid.unsqueeze(1) | eye).unsqueeze(1)
+        return mask, valid.unsqueeze(-1).to(dtype)
+
+    def _encode(
+        self,
+        items: torch.Tensor,
+        user_vectors: torch.Tensor | None,
+        train: bool,
+        states: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """States ``F`` ``(B, L, D)``; ``states`` (if given) receives the layer stack's ``h_0..h_L``."""
         self._check_items(items)
         batch, length = items.shape
-        valid = items != self.pad  # (B, L)
-        x = self.item_embedding(items) * math.sqrt(self.dim)
+        x = self.item_vectors(items) * math.sqrt(self.dim)
         if user_vectors is not None:
             x = torch.cat([x, user_vectors.unsqueeze(1).expand(batch, length, self.user_dim)], dim=-1)
         x = x + self.position_embedding.weight[self.max_len - length :]
-        keep = valid.unsqueeze(-1).to(x.dtype)
+        mask, keep = self.attention_mask(items, x.dtype)
         x = F.dropout(x, self.dropout, train) * keep
-        causal = torch.ones(length, length, dtype=torch.bool, device=items.device).tril_()
-        eye = torch.eye(length, dtype=torch.bool, device=items.device)
-        mask = (causal & valid.unsqueeze(1) | eye).unsqueeze(1)  # (B, 1, L, L): query l may attend to key j
+        if states is not None:
+            states.append(x)
         for block in self.blocks:
             x = block(x, mask, train) * keep
+            if states is not None:
+                states.append(x)
         return self.final_norm(x)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
@@ -327,8 +387,27 @@ class SASRec(nn.Module):
                 raise DataError("SSE-PT (model.user_dim > 0) needs batch['user'] (B,) user ids")
             user_vectors = self.user_embedding(self._step_ids(batch, "user", self.user_transform))
             hidden["user_vectors"] = user_vectors
-        states = self._encode(items, user_vectors, self.training)
+        layer_states: list[torch.Tensor] = []
+        states = self._encode(items, user_vectors, self.training, layer_states)
+        hidden.update(hidden_states_dict(layer_states))
         return ModelOutput(predictions=states, hidden=hidden)
+
+    def step_inputs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The input ids ``(B, L)`` the forward pass reads this step: ``batch["input"]`` after the item transform."""
+        return self._step_ids(batch, "input", self.item_transform)
+
+    def layer_stack(self) -> SASRecStack:
+        """The blocks as a layer stack (:class:`~embreg.models.sasrec_stack.SASRecStack`; LNSR, R3F, SMART).
+
+        Example:
+            >>> model = SASRec(num_items=6, num_users=0, max_len=4, config=SASRecConfig(dim=8, heads=2)).eval()
+            >>> batch = {"input": torch.tensor([[model.pad, 1, 2, 3], [0, 4, 5, 1]])}
+            >>> out, stack = model(batch), model.layer_stack()
+            >>> h = stack.clean_states(out)
+            >>> stack.num_layers, torch.equal(stack.predict(stack.run(h[0], batch)[-1], batch), out.predictions)
+            (2, True)
+        """
+        return SASRecStack(self)
 
     def _user_term(self, states: torch.Tensor, output: ModelOutput) -> torch.Tensor | None:
         """``<F_l[dim:], user_emb(u)>`` ``(B, L)`` (SSE-PT's user part of every score), or None for SASRec."""
@@ -343,12 +422,12 @@ class SASRec(nn.Module):
         valid = targets != self.pad
         item_states = states[..., : self.dim]
         if self.config.loss == "ce":
-            logits = item_states[valid] @ self.item_embedding.weight[: self.num_items].T  # (N, num_items)
+            logits = item_states[valid] @ self.item_matrix().T  # (N, num_items)
             return F.cross_entropy(logits, targets[valid])
         if "neg" not in batch:
             raise DataError("loss 'bce' needs batch['neg'] (B, L): one sampled negative item per target position")
-        pos = (item_states * self.item_embedding(targets)).sum(-1)  # (B, L)
-        neg = (item_states * self.item_embedding(batch["neg"])).sum(-1)
+        pos = (item_states * self.item_vectors(targets)).sum(-1)  # (B, L)
+        neg = (item_states * self.item_vectors(batch["neg"])).sum(-1)
         user_term = self._user_term(states, output)
         if user_term is not None:
             pos, neg = pos + user_term, neg + user_term
@@ -362,10 +441,20 @@ class SASRec(nn.Module):
         ``batch["user"]``: ``<F_{L-1}, out(j)>``; no transforms, no dropout."""
         user_vectors = self._user_vectors(batch.get("user"))
         last = self._encode(batch["input"], user_vectors, train=False)[:, -1]  # (B, D)
-        scores = last[:, : self.dim] @ self.item_embedding.weight[: self.num_items].T
+        scores = last[:, : self.dim] @ self.item_matrix().T
         if user_vectors is not None:
             scores = scores + (last[:, self.dim :] * user_vectors).sum(-1, keepdim=True)
         return scores
+
+
+def _check_item_table(table: nn.Module, num_items: int, dim: int) -> None:
+    """Raises :class:`ConfigError` unless ``table`` maps ``num_items`` item ids to ``dim``-wide vectors."""
+    rows, width = getattr(table, "num_embeddings", None), getattr(table, "embedding_dim", None)
+    if rows != num_items or width != dim:
+        raise ConfigError(
+            f"the item table has {rows} rows of width {width}; SASRec needs {num_items} rows (one per item, no PAD "
+            f"row) of width model.dim={dim}"
+        )
 
 
 @register(
@@ -376,18 +465,37 @@ class SASRec(nn.Module):
     kinds=("user", "item", "label"),
     kinds_for=lambda config: ("user", "item", "label") if config.user_dim > 0 else ("item", "label"),
     kinds_hint={"user": "user ids need a user embedding: set model.user_dim > 0 (SSE-PT)"},
-    embeddings=("uniform",),
-    provides=(),
+    embeddings=("uniform", "md"),
+    provides=("layer_stack",),
     summary="SASRec / SSE-PT: causal self-attention over the item sequence (user embedding with user_dim > 0)",
     reference="Kang & McAuley 2018, Sec. III; sse-stochastic-shared-embeddings.txt, Sec. 4.2 / Table 4 (SSE-PT)",
 )
 def build_sasrec(config: SASRecConfig, context: Any) -> SASRec:
-    """:class:`SASRec` over the task's items and users, ``data.max_len`` positions and the recipe's transforms."""
+    """:class:`SASRec` over the task's items and users, ``data.max_len`` positions and the recipe's transforms.
+
+    With ``embeddings: {name: md}`` the item table is mixed-dimension, blocked and sized by the items' training
+    counts; it serves the input and, through its projected rows, the output scores; its base dimension is the
+    item width (``model.dim``, or the plan's with ``embeddings.budget``). The user table of SSE-PT stays uniform.
+    """
     user_transform = context.transforms.get("user")
     if user_transform is not None and config.user_dim == 0:
         raise ConfigError(
             "index_transforms.user needs a user embedding, which SASRec has not: set model.user_dim > 0 (SSE-PT)"
         )
+    init: Literal["normal", "xavier_uniform"] = "xavier_uniform" if config.init_std is None else "normal"
+    built = recipe_table(context, "item", config.dim, init=init, init_std=config.init_std or 1.0, model="sasrec")
+    item_table = None
+    if built is not None:
+        item_table, plan = built
+        if plan.base_dim != config.dim:
+            hidden = plan.base_dim + config.user_dim
+            if hidden % config.heads:
+                raise ConfigError(
+                    f"the mixed-dimension item table's base dimension is {plan.base_dim}, so the hidden width is "
+                    f"{hidden}, which model.heads={config.heads} does not divide; set embeddings.max_dim or "
+                    "model.heads"
+                )
+            config = dataclasses.replace(config, dim=plan.base_dim)
     return SASRec(
         context.num_ids("item"),
         context.num_ids("user"),
@@ -396,4 +504,5 @@ def build_sasrec(config: SASRecConfig, context: Any) -> SASRec:
         user_transform=user_transform,
         item_transform=context.transforms.get("item"),
         label_transform=context.transforms.get("label"),
+        item_embedding=item_table,
     )

@@ -13,6 +13,7 @@ from torch import nn
 
 from embreg.nn._checks import check_probability
 from embreg.nn.dropout_control import DropoutBlock
+from embreg.nn.tied_output import embedding_matrix
 
 
 def embedding_dropout(
@@ -51,12 +52,14 @@ def embedding_dropout(
 
 
 class EmbeddingDropout(DropoutBlock):
-    """Wraps an ``nn.Embedding`` so that training lookups drop whole word types.
+    """Wraps an embedding table so that training lookups drop whole word types.
 
     The wrapped module keeps its own weight, so tying it to an output layer (:class:`TiedOutput`) keeps working.
+    A mixed-dimension table (one with ``full_weight()``) is looked up directly while no rows are dropped, and
+    through its projected ``(V, D)`` matrix while they are.
 
     Args:
-        embedding: the ``nn.Embedding`` to wrap.
+        embedding: the ``nn.Embedding`` (or mixed-dimension table) to wrap.
         q: row drop probability in ``[0, 1)``.
 
     Example:
@@ -65,15 +68,20 @@ class EmbeddingDropout(DropoutBlock):
         torch.Size([4, 7, 8])
     """
 
-    def __init__(self, embedding: nn.Embedding, q: float) -> None:
+    def __init__(self, embedding: nn.Module, q: float) -> None:
         super().__init__(q)
         self.embedding = embedding
 
     @property
     def weight(self) -> torch.Tensor:
-        return self.embedding.weight
+        return embedding_matrix(self.embedding)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if callable(getattr(self.embedding, "full_weight", None)):  # mixed dimensions: no weight matrix of its own
+            if not self.active:
+                return self.embedding(ids)
+            return embedding_dropout(embedding_matrix(self.embedding), ids, self.q, training=True)
+        padding_idx = getattr(self.embedding, "padding_idx", None)
         return embedding_dropout(
-            self.embedding.weight, ids, self.q, training=self.active, padding_idx=self.embedding.padding_idx
+            embedding_matrix(self.embedding), ids, self.q, training=self.active, padding_idx=padding_idx
         )

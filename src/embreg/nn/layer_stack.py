@@ -68,9 +68,15 @@ class LayerStack(ABC):
     """The layers of one model as a list ``1..L`` that can be run from any layer; subclasses say how.
 
     Subclasses set ``num_layers`` and implement :meth:`layer`, :meth:`run_layer` and :meth:`predict`.
+
+    Attributes:
+        divergence: how R3F and SMART compare two of :meth:`predict`'s outputs under ``divergence: auto``:
+            ``"auto"`` (by shape: symmetric KL of logits, squared error of ``(B,)`` values) or ``"mse"`` (a head
+            that returns hidden states, not logits; ``sym_kl`` is then refused).
     """
 
     num_layers: int
+    divergence: str = "auto"
 
     @abstractmethod
     def layer(self, index: int) -> nn.Module:

@@ -7,7 +7,7 @@ task: rating                      # a registered task: rating, ranking, ctr, lm,
 data: {dataset: ml-100k}          # the task's own data section (a user's file: data.path=...)
 model: {name: ncf, dim: 64}       # a registered model and its arguments
 embeddings: {name: uniform}       # how embedding tables are built: uniform or md (mixed dimensions)
-index_transforms:                 # per id kind (user, item, token, label): a registered index transform
+index_transforms:                 # per id kind (user, item, token, label, field[:<name>]): an index transform
   item: {name: sse-se, p: 0.01}
 objective: {name: standard}       # or dropout-k
 regularizers:                     # registered regularisers, applied in order
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -41,6 +40,7 @@ from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
 from embreg.recipes.accepts import check_model_accepts, check_tables_reached
 from embreg.recipes.allocation import refuse_allocation_failure
+from embreg.recipes.id_kinds import check_id_kinds
 from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
@@ -59,8 +59,10 @@ __all__ = [
     "ID_KINDS",
 ]
 
-ID_KINDS = ("user", "item", "token", "label")
-"""Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities)."""
+ID_KINDS = ("user", "item", "token", "label", "field")
+"""Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities).
+``field`` (a click table's categorical fields) is also written ``field:<name>`` for one field
+(:mod:`embreg.recipes.id_kinds`)."""
 
 
 class Component:
@@ -316,7 +318,8 @@ class Recipe:
         data: the task's data config (a dataclass; given as a mapping in YAML).
         model: a registered model with its arguments.
         embeddings: how the model's embedding tables are built (``uniform`` or ``md``), where it has tables.
-        index_transforms: id kind (``user``, ``item``, ``token``, ``label``) -> a registered index transform.
+        index_transforms: id kind (``user``, ``item``, ``token``, ``label``, ``field`` or ``field:<name>``) -> a
+            registered index transform.
         objective: the loss estimator (``standard`` or ``dropout-k``).
         regularizers: registered regularisers with their arguments, applied in order.
         train: optimisation (:class:`TrainConfig`); keys it omits take the task's defaults.
@@ -354,11 +357,7 @@ class Recipe:
             self.train = from_dict(TrainConfig, {**task.extra["train_defaults"], **(self.train or {})}, path="train")
         elif not isinstance(self.train, TrainConfig):
             raise ConfigError(f"train must be a mapping, got {type(self.train).__name__}")
-        for kind in self.index_transforms:
-            if kind not in ID_KINDS:
-                close = difflib.get_close_matches(kind, ID_KINDS, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"index_transforms.{kind}: unknown id kind{hint} Id kinds: {', '.join(ID_KINDS)}")
+        check_id_kinds(self.index_transforms, ID_KINDS)
         if self.monitor_metric is not None and not self.monitor_metric.startswith("val_"):
             raise ConfigError(f"monitor_metric={self.monitor_metric!r} must name a validation metric (val_...)")
         check_model_accepts(self)

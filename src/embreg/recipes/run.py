@@ -37,6 +37,7 @@ from embreg._native import backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError
 from embreg.recipes.context import BuildContext
+from embreg.recipes.id_kinds import build_index_transforms
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
@@ -142,7 +143,7 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
         prepared = adapter.prepare(recipe)
     seed_everything(t.seed)
     context = BuildContext(recipe, prepared, t.seed)
-    context.transforms = {kind: spec.build(context.for_kind(kind)) for kind, spec in recipe.index_transforms.items()}
+    context.transforms = build_index_transforms(recipe, context)
     model = recipe.model
     if model is None:  # Recipe.__post_init__ fills it with the task's default model
         raise ConfigError(f"recipe {recipe.name!r} has no model")

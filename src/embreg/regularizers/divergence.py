@@ -7,14 +7,14 @@ two predicted values (regression) (lnsr-noise-stability-bert.txt, Sec. 5.4 and t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
 
 from embreg.errors import ConfigError
 
-__all__ = ["symmetric_kl", "prediction_divergence", "DivergenceKind"]
+__all__ = ["symmetric_kl", "prediction_divergence", "stack_divergence", "DivergenceKind"]
 
 DivergenceKind = Literal["auto", "sym_kl", "mse"]
 
@@ -64,3 +64,26 @@ def prediction_divergence(a: torch.Tensor, b: torch.Tensor, kind: DivergenceKind
     if kind == "sym_kl":
         return symmetric_kl(a, b)
     raise ConfigError(f"divergence kind={kind!r} must be 'auto', 'sym_kl' or 'mse'")
+
+
+def stack_divergence(requested: DivergenceKind, stack: object) -> DivergenceKind:
+    """The divergence to use for a layer stack's predictions: ``requested``, or under ``"auto"`` the stack's own
+    ``divergence`` (``"mse"`` for a head that returns hidden states, e.g. SASRec's).
+
+    Raises:
+        ConfigError: ``"sym_kl"`` asked of a stack whose predictions are hidden states (softmax over hidden units
+            is not a predicted distribution).
+
+    Example:
+        >>> class States:
+        ...     divergence = "mse"
+        >>> stack_divergence("auto", States()), stack_divergence("auto", object())
+        ('mse', 'auto')
+    """
+    own = getattr(stack, "divergence", "auto")
+    if own == "mse" and requested == "sym_kl":
+        raise ConfigError(
+            f"divergence='sym_kl': the predictions of {type(stack).__name__} are hidden states, not logits; use "
+            "divergence 'auto' or 'mse' (squared error)"
+        )
+    return cast(DivergenceKind, own) if requested == "auto" else requested

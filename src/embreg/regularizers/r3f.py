@@ -25,7 +25,7 @@ from embreg.errors import ConfigError
 from embreg.registry import register
 from embreg.regularizers._checks import check_number
 from embreg.regularizers.base import StepContext
-from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
+from embreg.regularizers.divergence import DivergenceKind, prediction_divergence, stack_divergence
 from embreg.regularizers.layer_stack import DropoutReplay, layer_stack
 from embreg.regularizers.noise_precision import float32_passes
 
@@ -70,6 +70,7 @@ class R3F:
     def prepare(self, model: nn.Module) -> nn.Module:
         """Checks that the model has a layer stack; hooks layer 1 for the dropout replay."""
         stack = layer_stack(model)
+        stack_divergence(self.divergence, stack)  # a divergence the predictions cannot take fails before training
         if self.replay_dropout:
             self._replay.attach(stack.layer(1))
         return model
@@ -102,7 +103,7 @@ class R3F:
                 clean, noisy = predict(x32), predict(x32 + self.sample_noise(x32))
             else:
                 noisy = predict(x + self.sample_noise(x))
-        return self.weight * prediction_divergence(noisy, clean, self.divergence)
+        return self.weight * prediction_divergence(noisy, clean, stack_divergence(self.divergence, stack))
 
 
 @dataclass

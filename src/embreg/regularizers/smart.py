@@ -35,7 +35,7 @@ from embreg.errors import ConfigError
 from embreg.registry import register
 from embreg.regularizers._checks import check_number, check_positive_int
 from embreg.regularizers.base import StepContext
-from embreg.regularizers.divergence import DivergenceKind, prediction_divergence
+from embreg.regularizers.divergence import DivergenceKind, prediction_divergence, stack_divergence
 from embreg.regularizers.layer_stack import DropoutReplay, LayerStack, layer_stack
 from embreg.regularizers.noise_precision import float32_passes
 
@@ -115,6 +115,7 @@ class SMART:
             raise ConfigError(f"divergence={divergence!r} must be 'auto', 'sym_kl' or 'mse'")
         self.norm = norm
         self.divergence = divergence
+        self._divergence: DivergenceKind = divergence  # as the model's layer stack resolves it (stack_divergence)
         self.bregman_weight = check_number(bregman_weight, "bregman_weight")
         self.bregman_momentum = check_number(bregman_momentum, "bregman_momentum", high=1.0)
         self.replay_dropout = replay_dropout
@@ -126,6 +127,7 @@ class SMART:
     def prepare(self, model: nn.Module) -> nn.Module:
         """Checks the model has a layer stack; hooks layer 1 for the dropout replay; starts the EMA."""
         stack = layer_stack(model)
+        self._divergence = stack_divergence(self.divergence, stack)
         if self.replay_dropout:
             self._replay.attach(stack.layer(1))
         if self.bregman_weight > 0:
@@ -151,7 +153,7 @@ class SMART:
             with torch.enable_grad():  # the ascent needs input gradients even if the caller disabled them
                 delta.requires_grad_(True)
                 loss = prediction_divergence(
-                    self._predict(stack, base + delta, batch, training, x), target, self.divergence
+                    self._predict(stack, base + delta, batch, training, x), target, self._divergence
                 )
                 (grad,) = torch.autograd.grad(loss, delta)
             delta = project_to_ball(
@@ -166,6 +168,7 @@ class SMART:
         if self.weight == 0.0 and self.bregman_weight == 0.0:
             return ctx.output.predictions.new_zeros(())
         stack = layer_stack(ctx.model)
+        self._divergence = stack_divergence(self.divergence, stack)
         if self.replay_dropout and ctx.model.training and not self._replay.attached:
             raise ConfigError("SMART(replay_dropout=True) needs prepare(model) before training")
         x, clean = stack.clean_states(ctx.output)[0], ctx.output.predictions
@@ -180,7 +183,7 @@ class SMART:
                 delta = self.perturbation(stack, inputs, reference, ctx.batch, training)
                 self.last_delta = delta
                 adversarial = self._predict(stack, inputs + delta, ctx.batch, training, x)
-                total = total + self.weight * prediction_divergence(adversarial, reference, self.divergence)
+                total = total + self.weight * prediction_divergence(adversarial, reference, self._divergence)
         if self.bregman_weight > 0:
             total = total + self.bregman_weight * self._bregman(ctx, clean)
         return total
@@ -200,7 +203,7 @@ class SMART:
         with torch.no_grad(), _parameters_swapped(model, self._ema):
             anchor = predict(model)
         self._update_ema(model)
-        return prediction_divergence(clean, anchor.detach(), self.divergence)
+        return prediction_divergence(clean, anchor.detach(), self._divergence)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import numbers
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -238,5 +239,20 @@ KIND_SEED_OFFSETS = {"user": 0, "item": 1, "token": 2, "label": 3}
 
 
 def recipe_seed(context: Any, seed_offset: int) -> int:
-    """The seed of the index transform a recipe builds for ``context.kind``: training seed + offset + kind's."""
-    return int(context.seed) + seed_offset + KIND_SEED_OFFSETS.get(context.kind, len(KIND_SEED_OFFSETS))
+    """The seed of the index transform a recipe builds for ``context.kind``: training seed + offset + kind's.
+
+    A kind with a name, ``<kind>:<name>`` (one field of a click table, ``field:age``), adds a number fixed by its
+    name (CRC-32), so the transforms of a table's fields draw independent streams.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> [recipe_seed(SimpleNamespace(seed=0, kind=k), 0) for k in ("user", "item")]
+        [0, 1]
+        >>> recipe_seed(SimpleNamespace(seed=0, kind="field:a"), 0) != recipe_seed(SimpleNamespace(seed=0, kind="field:b"), 0)
+        True
+    """
+    kind = context.kind
+    offset = KIND_SEED_OFFSETS.get(kind, len(KIND_SEED_OFFSETS))
+    if isinstance(kind, str) and ":" in kind:
+        offset += 1 + zlib.crc32(kind.encode("utf-8"))
+    return int(context.seed) + seed_offset + offset

@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from embreg.errors import ConfigError
+from embreg.recipes.id_kinds import id_kind_base
 from embreg.recipes.tasks.data_files import describe_user_file
 from embreg.registry import REGISTRY, missing_capabilities, register
 
@@ -80,22 +81,23 @@ class TaskAdapter(ABC):
                 f"model {model.name!r} does not serve task {self.name!r}; models for it: {', '.join(serving)}"
             )
         model_kinds = model_id_kinds(model, recipe.model.config)
-        for kind, spec in recipe.index_transforms.items():
+        for key, spec in recipe.index_transforms.items():
+            kind = id_kind_base(key)  # field:<name> is a field id kind; the name is checked against the data
             if kind not in self.id_kinds:
                 raise ConfigError(
-                    f"index_transforms.{kind}: task {self.name!r} has no {kind!r} ids; it has "
+                    f"index_transforms.{key}: task {self.name!r} has no {kind!r} ids; it has "
                     f"{', '.join(self.id_kinds) or 'none'}"
                 )
             if kind not in model_kinds:
                 hint = model.extra.get("kinds_hint", {}).get(kind)
                 raise ConfigError(
-                    f"index_transforms.{kind}: model {model.name!r} takes no index transform on "
+                    f"index_transforms.{key}: model {model.name!r} takes no index transform on "
                     f"{kind!r} ids (it takes {', '.join(model_kinds) or 'none'})" + (f"; {hint}" if hint else "")
                 )
             transform_kinds = spec.entry.extra.get("kinds", ())
             if transform_kinds and kind not in transform_kinds:
                 raise ConfigError(
-                    f"index_transforms.{kind}: {spec.name!r} acts on {', '.join(transform_kinds)} ids only"
+                    f"index_transforms.{key}: {spec.name!r} acts on {', '.join(transform_kinds)} ids only"
                 )
         provides = model.provides
         techniques = [("objective", recipe.objective)] + [
@@ -156,6 +158,11 @@ class TaskAdapter(ABC):
     @abstractmethod
     def prepare(self, recipe: Any) -> Any:
         """Loads and splits the data named by ``recipe.data``."""
+
+    def expand_id_kind(self, prepared: Any, kind: str) -> tuple[str, ...]:
+        """The id kinds one ``index_transforms`` key builds a transform for (itself; ``ctr``: ``field`` -> one
+        ``field:<name>`` per field)."""
+        return (kind,)
 
     def num_ids(self, prepared: Any, kind: str) -> int:
         raise ConfigError(f"task {self.name!r} has no {kind!r} ids")

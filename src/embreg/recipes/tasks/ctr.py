@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ import torch
 
 from embreg.data import CTRData, load_adult, load_ctr_file, load_ml100k_ctr, random_split, synthetic_ctr
 from embreg.errors import ConfigError
+from embreg.recipes.id_kinds import FIELD_KIND, field_kind
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, check_split, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
 from embreg.train.batches import TensorBatches
@@ -132,6 +134,7 @@ class CTRTask(TaskAdapter):
     name = "ctr"
     data_config = CTRDataConfig
     default_model = "dlrm"
+    id_kinds = (FIELD_KIND,)
     smoke_overrides = ("data.max_rows=2000", "train.batch_size=256", "train.epochs=1", "train.progress=false")
     train_defaults = {"epochs": 30, "batch_size": 512, "lr": 2e-3, "optimizer": "adam", "patience": 3}
     headline = ("test_logloss", "test_auc", "test_accuracy")
@@ -161,6 +164,48 @@ class CTRTask(TaskAdapter):
         train_dense = table.dense[split["train"]].astype(np.float64)
         std = train_dense.std(0)
         return PreparedCTRData(table, split, train_dense.mean(0), np.where(std > 0, std, 1.0), source)
+
+    # -- id kinds: field:<name> is one categorical field, field every one (embreg.recipes.id_kinds) ---------------
+    def expand_id_kind(self, prepared: PreparedCTRData, kind: str) -> tuple[str, ...]:
+        if kind == FIELD_KIND:
+            table = prepared.table
+            return tuple(field_kind(name) for name in (*table.field_names, *table.bag_names))
+        self._field(prepared, kind)  # an unknown field name fails here, before anything trains
+        return (kind,)
+
+    def num_ids(self, prepared: PreparedCTRData, kind: str) -> int:
+        """The field's value count (a multi-valued field's without its padding id, which no transform draws)."""
+        single, index = self._field(prepared, kind)
+        table = prepared.table
+        return table.cardinalities[index] if single else table.bag_padding(index)
+
+    def frequencies(self, prepared: PreparedCTRData, kind: str) -> np.ndarray:
+        """Training counts of the field's values (:meth:`num_ids` of them)."""
+        single, index = self._field(prepared, kind)
+        counts = prepared.part("train").field_frequencies()
+        table = prepared.table
+        return counts[index] if single else counts[len(table.field_names) + index][: table.bag_padding(index)]
+
+    def _field(self, prepared: PreparedCTRData, kind: str) -> tuple[bool, int]:
+        """``(single-valued, index)`` of the field ``field:<name>``.
+
+        Raises:
+            ConfigError: ``kind`` names no field of the table (the message lists them).
+        """
+        base, _, name = kind.partition(":")
+        table = prepared.table
+        if base != FIELD_KIND or not name:
+            raise ConfigError(f"task 'ctr' has ids of one field at a time: field:<name>, not {kind!r}")
+        if name in table.field_names:
+            return True, table.field_names.index(name)
+        if name in table.bag_names:
+            return False, table.bag_names.index(name)
+        names = [*table.field_names, *table.bag_names]
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {field_kind(close[0])!r}?" if close else ""
+        raise ConfigError(
+            f"index_transforms.{kind}: the table {table.name!r} has no field {name!r}{hint} Fields: {', '.join(names)}"
+        )
 
     def batches(self, recipe, prepared: PreparedCTRData) -> TensorBatches:
         return TensorBatches(prepared.tensors("train"), recipe.train.batch_size, seed=recipe.train.seed)

@@ -1,0 +1,63 @@
+"""The layer stack of SASRec / SSE-PT: its self-attention blocks, run again from any block's input.
+
+lnsr-noise-stability-bert.txt, Sec. 3.1 and 5.4: LNSR perturbs the input of layer ``b`` and compares the states of
+layers ``b..L``; R3F and SMART perturb ``h_0`` and compare the predictions. For
+:class:`~embreg.models.sasrec.SASRec`:
+
+* ``h_0`` is the embedded input ``(B, L, D)`` that enters the first block: item vectors times ``sqrt(dim)`` (with
+  the user vector for SSE-PT), plus positions, after dropout, zero at ``PAD`` inputs;
+* layer ``r`` is block ``r`` followed by zeroing the ``PAD`` positions, so ``h_r`` ``(B, L, D)`` is what the
+  forward pass feeds block ``r + 1``;
+* the head is the final layer norm, so the predictions are the states ``F`` ``(B, L, D)`` that every item score
+  ``<F_l, out(j)>`` is read from.
+
+The predictions are hidden states, not logits: R3F and SMART compare them by squared error (``divergence: auto``
+picks ``mse`` for this stack; ``sym_kl`` is refused). A ``PAD`` position stays 0 under any perturbation (its keys
+are masked and each layer zeroes it), so it adds nothing to any term.
+
+The stack re-runs the step's batch with the ids the forward pass read (after the item transform, drawn once per
+step); dropout follows the model's mode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from embreg.nn.layer_stack import LayerStack, check_layer_index
+
+if TYPE_CHECKING:
+    from embreg.models.sasrec import SASRec
+
+__all__ = ["SASRecStack"]
+
+
+class SASRecStack(LayerStack):
+    """The ``blocks`` of a :class:`~embreg.models.sasrec.SASRec` as layers ``1..L``, head the final layer norm.
+
+    Args:
+        model: the SASRec / SSE-PT model.
+
+    Shapes:
+        every state ``(B, L, D)``, ``D = dim + user_dim``; :meth:`predict` -> ``(B, L, D)``.
+    """
+
+    divergence = "mse"
+
+    def __init__(self, model: SASRec) -> None:
+        self.model = model
+        self.num_layers = len(model.blocks)
+
+    def layer(self, index: int) -> nn.Module:
+        check_layer_index(index, self.num_layers)
+        return self.model.blocks[index - 1]
+
+    def run_layer(self, index: int, hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        model = self.model
+        mask, keep = model.attention_mask(model.step_inputs(batch), hidden.dtype)
+        return model.blocks[index - 1](hidden, mask, model.training) * keep
+
+    def predict(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model.final_norm(last_hidden)

@@ -8,7 +8,8 @@ data.path=...``), ``model.dim`` ``--dim`` and ``train.batch_size`` each of ``--b
 * ML-100k: the real MovieLens-100k ratings of the ``mf`` recipe (943 users x 1,682 items).
 * SYNTHETIC 10^6: 6,040 users x 3,706 items (ML-1M's counts); SYNTHETIC 10^7: 69,878 x 10,677 (ML-10M's). Users
   and items are drawn from Zipf popularities (exponents ``--user-zipf``, ``--item-zipf``; popularity ranks shuffled
-  over the ids), ratings are 1..5 from user and item offsets plus noise. Pairs may repeat. They are written once as
+  over the ids), ratings are 1..5 from user and item offsets plus noise. Every (user, item) pair occurs once (the library refuses
+  repeated pairs in a ratings file); pairs are drawn until that many distinct ones are found. They are written once as
   parquet into ``--data-dir`` and reused. They are NOT real data: they have real data's shape, not its content.
 
 The FLOOR is the least memory traffic of an MF step, timed on the same tables (the model's own user and item
@@ -89,8 +90,9 @@ def _zipf_sampler(n: int, exponent: float, rng: np.random.Generator) -> tuple[np
 def write_synthetic_ratings(
     path: Path, ratings: int, users: int, items: int, user_zipf: float, item_zipf: float, seed: int = 0
 ) -> None:
-    """Writes a SYNTHETIC ratings parquet (``user_id``, ``item_id``, ``rating``): Zipf users and items, ratings
-    1..5 = round(3.5 + user offset + item offset + noise), clipped."""
+    """Writes a SYNTHETIC ratings parquet (``user_id``, ``item_id``, ``rating``): ``ratings`` distinct (user, item)
+    pairs of Zipf users and items (drawn until that many distinct pairs are found; the first draw of a pair kept),
+    ratings 1..5 = round(3.5 + user offset + item offset + noise), clipped."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -99,8 +101,18 @@ def write_synthetic_ratings(
     item_cdf, item_ids = _zipf_sampler(items, item_zipf, rng)
     user_offset = rng.normal(0.0, 0.5, users)
     item_offset = rng.normal(0.0, 0.5, items)
-    u = user_ids[np.minimum(np.searchsorted(user_cdf, rng.random(ratings)), users - 1)]
-    i = item_ids[np.minimum(np.searchsorted(item_cdf, rng.random(ratings)), items - 1)]
+    if ratings > users * items:
+        raise ValueError(f"{ratings} distinct ratings do not fit {users} x {items} users x items")
+    pairs = np.empty(0, dtype=np.int64)
+    while len(pairs) < ratings:
+        draw = max(ratings - len(pairs), 1024) * 2
+        u = user_ids[np.minimum(np.searchsorted(user_cdf, rng.random(draw)), users - 1)]
+        i = item_ids[np.minimum(np.searchsorted(item_cdf, rng.random(draw)), items - 1)]
+        pairs = np.concatenate([pairs, u.astype(np.int64) * items + i])
+        _, first = np.unique(pairs, return_index=True)
+        pairs = pairs[np.sort(first)]  # distinct pairs in the order they were drawn
+    pairs = pairs[:ratings]
+    u, i = pairs // items, pairs % items
     r = np.clip(np.rint(3.5 + user_offset[u] + item_offset[i] + rng.normal(0.0, 1.0, ratings)), 1, 5)
     table = pa.table({"user_id": u.astype(np.int32), "item_id": i.astype(np.int32), "rating": r.astype(np.float32)})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +124,7 @@ def write_synthetic_ratings(
 def synthetic_path(data_dir: Path, ratings: int, user_zipf: float, item_zipf: float) -> Path:
     """The parquet of a SYNTHETIC size (written on first use, reused after)."""
     users, items = synthetic_shape(ratings)
-    path = data_dir / f"synthetic-{ratings}-{users}x{items}-zipf{user_zipf:g}-{item_zipf:g}-seed0.parquet"
+    path = data_dir / f"synthetic-{ratings}-{users}x{items}-zipf{user_zipf:g}-{item_zipf:g}-distinct-seed0.parquet"
     if not path.exists():
         started = time.perf_counter()
         write_synthetic_ratings(path, ratings, users, items, user_zipf, item_zipf)

@@ -182,7 +182,7 @@ def test_the_refusal_names_both_values(finished_run):
 
 def test_safe_keys_may_change_on_resume(finished_run):
     safe = ["train.device=cpu", "train.threads=2", "train.progress=true", "train.log_to=[csv]", "train.epochs=3"]
-    safe += ["train.keep_checkpoints=best", "train.precision=bf16"]
+    safe += ["train.keep_checkpoints=best", "train.precision=bf16", "train.log_every=7"]
     check_resume(RunDirectory(finished_run), load_recipe("mf", [*QUICK, *safe]), layout="single", world_size=1)
     with pytest.raises(ConfigError, match=r"in train\.patience: 5 in the run, 2 now\. A resume continues"):
         check_resume(

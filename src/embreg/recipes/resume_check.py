@@ -54,6 +54,7 @@ SAFE_TO_CHANGE: dict[str, str] = {
     "train.index_transforms_on": "where SSE draws its swaps; the law of the swaps is the same",
     "train.progress": "whether a progress bar is shown",
     "train.log_to": "which loggers see the records",
+    "train.log_every": "how often the loggers record a training step",
     "train.keep_checkpoints": "which checkpoints stay once the run has finished",
     "search": "the space 'embreg sweep' searches; a run never reads it",
 }

@@ -8,6 +8,7 @@ embreg data fetch NAME [--force]
 embreg compare DIR DIR ... [--metrics m1,m2]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg demo [--seeds N] [--out DIR]
+embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
 """
 
 from __future__ import annotations
@@ -239,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     from embreg.studies.cli import add_study_parser
 
     add_study_parser(sub)
+    from embreg.serving.cli import add_serving_parsers
+
+    add_serving_parsers(sub)
 
     demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
     demo.add_argument("--seeds", type=positive_int, default=5)

@@ -278,7 +278,13 @@ class RankingTask(_InteractionTask):
         valid_u, valid_i = parts["valid"]
         exclude = {"valid": (train_u, train_i), "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
         relevant = {"valid": parts["valid"], "test": parts["test"]}
-        return RankingEvaluator(prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude)
+        return RankingEvaluator(
+            prepared.ratings.num_users,
+            prepared.ratings.num_items,
+            relevant,
+            exclude,
+            item_counts=prepared.part("train").item_popularity(),
+        )
 
 
 register_task(

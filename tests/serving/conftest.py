@@ -63,31 +63,52 @@ def trained(serving_dir: Path) -> Callable[[str], Path]:
         data = serving_dir / "data"
         data.mkdir(exist_ok=True)
         if family == "rating":
-            return "mf", [f"data.path={_ratings_file(data / 'ratings.csv')}", "data.user_col=user",
-                          "data.item_col=item", "train.batch_size=64"]
+            return "mf", [
+                f"data.path={_ratings_file(data / 'ratings.csv')}",
+                "data.user_col=user",
+                "data.item_col=item",
+                "train.batch_size=64",
+            ]
         if family == "rating-ml100k":
             return "mf", ["data.max_rows=2000"]
         if family == "ranking":
             return "bpr", ["data.max_rows=3000"]
         if family == "next-item":
-            return "sasrec", ["data.max_rows=3000", "data.max_len=20", "data.eval_negatives=20",
-                              "train.batch_size=32"]
+            return "sasrec", ["data.max_rows=3000", "data.max_len=20", "data.eval_negatives=20", "train.batch_size=32"]
         if family == "next-item-file":
-            return "sasrec", [f"data.path={_ratings_file(data / 'timed.csv')}", "data.user_col=user",
-                              "data.item_col=item", "data.timestamp_col=time", "data.max_len=10",
-                              "data.eval_negatives=5", "train.batch_size=8"]
+            return "sasrec", [
+                f"data.path={_ratings_file(data / 'timed.csv')}",
+                "data.user_col=user",
+                "data.item_col=item",
+                "data.timestamp_col=time",
+                "data.max_len=10",
+                "data.eval_negatives=5",
+                "train.batch_size=8",
+            ]
         if family == "ctr":
-            return "ctr-adult", [f"data.path={_clicks_file(data / 'clicks.csv')}", "data.dense_cols=[price]",
-                                 "train.batch_size=64"]
+            return "ctr-adult", [
+                f"data.path={_clicks_file(data / 'clicks.csv')}",
+                "data.dense_cols=[price]",
+                "train.batch_size=64",
+            ]
         if family == "lm":
-            return "lm-none", [f"data.paths=[{','.join(_text_files(data))}]", "data.max_vocab=50",
-                               "train.batch_size=4", "train.eval_batch_size=4", "data.bptt=10"]
+            return "lm-none", [
+                f"data.paths=[{','.join(_text_files(data))}]",
+                "data.max_vocab=50",
+                "train.batch_size=4",
+                "train.eval_batch_size=4",
+                "data.bptt=10",
+            ]
         if family == "classification":
             from tests.helpers.finetune_tiny import tiny_checkpoint
 
             checkpoint = tiny_checkpoint(data / "bert")
-            return "ft-polarity", [f"model.pretrained={checkpoint}", "model.pooling=cls",
-                                   "train.keep_checkpoints=best", "train.batch_size=32"]
+            return "ft-polarity", [
+                f"model.pretrained={checkpoint}",
+                "model.pooling=cls",
+                "train.keep_checkpoints=best",
+                "train.batch_size=32",
+            ]
         raise KeyError(family)
 
     def get(family: str) -> Path:

@@ -54,8 +54,9 @@ def test_all_metrics_at_each_cut_off_and_bad_lists_refused() -> None:
     metrics = beyond_accuracy_metrics(torch.from_numpy(LISTS), COUNTS, ks=(1, 3))
     assert metrics["coverage@1"] == pytest.approx(1 / 6) and metrics["avg_popularity@1"] == 50
     assert metrics["gini@3"] == pytest.approx(gini_index(LISTS, 6))
-    assert sorted(metrics) == sorted(f"{m}@{k}" for m in ("coverage", "avg_popularity", "gini", "tail_percentage")
-                                     for k in (1, 3))
+    assert sorted(metrics) == sorted(
+        f"{m}@{k}" for m in ("coverage", "avg_popularity", "gini", "tail_percentage") for k in (1, 3)
+    )
     with pytest.raises(EmbregError, match="exceeds"):
         beyond_accuracy_metrics(LISTS, COUNTS, ks=(4,))
     with pytest.raises(EmbregError, match="valid range"):

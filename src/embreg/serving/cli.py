@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 __all__ = ["add_serving_parsers", "cmd_predict", "cmd_recommend", "cmd_score", "cmd_export"]
 
@@ -82,7 +83,7 @@ def _ids(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _write(table, out: str) -> Path:  # type: ignore[no-untyped-def]
+def _write(table: Any, out: str) -> Path:
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
@@ -108,9 +109,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if users is None and not args.all and history is None:
         raise ConfigError("name the users: --users U1,U2,... or --all (or give a next-item --history)")
     run = load(args.run, checkpoint=args.checkpoint, device=args.device)
-    table = run.recommend(
-        users, k=args.k, include_seen=args.include_seen, history=history, batch_size=args.batch_size
-    )
+    table = run.recommend(users, k=args.k, include_seen=args.include_seen, history=history, batch_size=args.batch_size)
     path = _write(table, args.out)
     print(f"{table['user'].nunique()} users, top-{args.k} items ({len(table)} rows) -> {path}")
     return 0

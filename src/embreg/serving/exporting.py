@@ -70,14 +70,14 @@ def _encoder(run: TrainedRun, target: Path) -> None:
     from embreg.models.pretrained import load_pretrained, require_transformers
 
     transformers = require_transformers()
-    model = run.model
-    encoder = model.encoder  # type: ignore[union-attr]
+    model: Any = run.model
+    encoder: Any = model.encoder
     _, tokenizer = load_pretrained(run.recipe.model.pretrained, progress=False)
     tokenizer.save_pretrained(str(target))
-    num_labels = int(model.num_labels)  # type: ignore[union-attr]
+    num_labels = int(model.num_labels)
     names = list(run.vocabularies["label"].labels) if "label" in run.vocabularies else []
     pooler = getattr(encoder, "pooler", None)
-    if model.pooling == "cls" and isinstance(pooler, torch.nn.Module):  # type: ignore[union-attr]
+    if model.pooling == "cls" and isinstance(pooler, torch.nn.Module):
         config = copy.deepcopy(encoder.config)
         config.num_labels = num_labels
         config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
@@ -92,11 +92,11 @@ def _encoder(run: TrainedRun, target: Path) -> None:
                 "BERT-family encoders whose sequence classifier is pooler -> dropout -> linear"
             )
         getattr(hf, hf.base_model_prefix).load_state_dict(encoder.state_dict())
-        classifier.load_state_dict(model.head.state_dict())  # type: ignore[union-attr]
+        classifier.load_state_dict(model.head.state_dict())
         hf.save_pretrained(str(target))
         return
     encoder.save_pretrained(str(target))
-    head = model.head  # type: ignore[union-attr]
+    head = model.head
     safetensors.torch.save_file(
         {"weight": head.weight.detach().cpu().contiguous(), "bias": head.bias.detach().cpu().contiguous()},
         str(target / "head.safetensors"),
@@ -104,7 +104,7 @@ def _encoder(run: TrainedRun, target: Path) -> None:
     (target / "embreg_head.json").write_text(
         json.dumps(
             {
-                "pooling": model.pooling,  # type: ignore[union-attr]
+                "pooling": model.pooling,
                 "num_labels": num_labels,
                 "labels": [str(name) for name in names],
                 "logits": "head.weight @ mean(last_hidden_state over attention_mask) + head.bias; "

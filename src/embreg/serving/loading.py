@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -34,7 +34,7 @@ from embreg.errors import ConfigError, DataError
 from embreg.serving.trained_run import TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
 from embreg.train.checkpoint import _json_default
-from embreg.train.run_dir import RunDirectory
+from embreg.train.run_dir import Checkpoint, RunDirectory
 
 __all__ = ["load"]
 
@@ -66,7 +66,8 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
         raise ConfigError(f"checkpoint={checkpoint!r} must be 'best' or 'last'")
     files = RunDirectory(run_dir)
     config = _config(files)
-    path = files.file(files.checkpoint_name(checkpoint))  # type: ignore[arg-type]
+    which = cast(Checkpoint, checkpoint)
+    path = files.file(files.checkpoint_name(which))
     if not path.is_file():
         kept = config.get("train", {}).get("keep_checkpoints", "?")
         raise DataError(
@@ -75,7 +76,7 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
             "--set train.keep_checkpoints=best"
         )
     recipe: Recipe = recipe_from_mapping(config)
-    state = files.load_checkpoint(checkpoint, map_location="cpu")  # type: ignore[arg-type]
+    state = files.load_checkpoint(which, map_location="cpu")
     if state is None or "model" not in state:
         raise DataError(f"checkpoint {str(path)!r} holds no model weights")
     built = _build(recipe)
@@ -145,4 +146,3 @@ def _check_records(files: RunDirectory, recipe: Any, prepared: Any) -> None:
                 f"the data config.yaml names is not the data this run was trained on: {name} differs in "
                 f"{', '.join(changed)} (was a data file edited or replaced since training?)"
             )
-

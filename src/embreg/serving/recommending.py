@@ -61,13 +61,13 @@ def recommend(
             raise ConfigError("history= (--history) continues a sequence: it serves next-item runs only")
         if users is not None and len(users) > 1:
             raise ConfigError(f"history= (--history) is one user's history; {len(users)} users were named")
-        index = user_vocab.require(users) if users else np.zeros(1, np.int64)
-        given = item_vocab.require(history)
+        index = user_vocab.require(list(users)) if users else np.zeros(1, np.int64)
+        given = item_vocab.require(list(history))
         return _rank(run, index, [given], k, include_seen, batch_size, users if users else [""])
     if users is None:
         index = np.flatnonzero([len(s) > 0 for s in seen]).astype(np.int64)
     else:
-        index = user_vocab.require(users)
+        index = user_vocab.require(list(users))
         empty = [u for u, i in zip(users, index.tolist()) if len(seen[i]) == 0]
         if empty and run.task == "next-item":
             raise DataError(
@@ -90,15 +90,19 @@ def _rank(
     from embreg.data.sequences import left_pad
 
     num_items = len(run.vocabularies["item"])
-    rows_user, rows_item, rows_rank, rows_score = [], [], [], []
+    model: Any = run.model
+    rows_user: list[Any] = []
+    rows_item: list[int] = []
+    rows_rank: list[int] = []
+    rows_score: list[float] = []
     for start in range(0, len(users), batch_size):
         block = torch.from_numpy(users[start : start + batch_size]).to(run.device)
         hist = histories[start : start + batch_size]
         if run.task == "ranking":
-            scores = run.model.score_all(block)
+            scores = model.score_all(block)
         else:
             inputs = left_pad(hist, run.recipe.data.max_len, num_items).to(run.device)
-            scores = run.model.score_next({"user": block, "input": inputs})
+            scores = model.score_next({"user": block, "input": inputs})
         scores = scores.float()
         if include_seen:
             ex_rows = ex_items = torch.zeros(0, dtype=torch.long, device=scores.device)

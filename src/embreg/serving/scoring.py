@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -29,6 +29,7 @@ __all__ = ["score"]
 @torch.no_grad()
 def score(run: TrainedRun, texts: Sequence[str]) -> pd.DataFrame:
     vocab = run.prepared.vocab
+    model: Any = run.model
     eos = vocab.index[EOS]
     rows = []
     total_loss, total_tokens, total_unknown = 0.0, 0, 0
@@ -39,17 +40,27 @@ def score(run: TrainedRun, texts: Sequence[str]) -> pd.DataFrame:
         ids = torch.from_numpy(vocab.encode([*tokens, EOS]))
         unknown = int((ids == 0).sum())
         stream = torch.cat([torch.tensor([eos]), ids]).to(run.device)
-        output, _ = run.model.forward_sequence(stream[:-1].unsqueeze(0), None)
+        output, _ = model.forward_sequence(stream[:-1].unsqueeze(0), None)
         logits = output.predictions.reshape(-1, output.predictions.shape[-1]).float()
         loss = F.cross_entropy(logits, stream[1:], reduction="sum").item()
         rows.append(
-            {"line": str(number), "tokens": len(ids), "unknown": unknown, "loss": loss / len(ids),
-             "perplexity": math.exp(min(loss / len(ids), 700.0))}
+            {
+                "line": str(number),
+                "tokens": len(ids),
+                "unknown": unknown,
+                "loss": loss / len(ids),
+                "perplexity": math.exp(min(loss / len(ids), 700.0)),
+            }
         )
         total_loss, total_tokens, total_unknown = total_loss + loss, total_tokens + len(ids), total_unknown + unknown
     mean = total_loss / max(total_tokens, 1)
     rows.append(
-        {"line": "total", "tokens": total_tokens, "unknown": total_unknown, "loss": mean,
-         "perplexity": math.exp(min(mean, 700.0))}
+        {
+            "line": "total",
+            "tokens": total_tokens,
+            "unknown": total_unknown,
+            "loss": mean,
+            "perplexity": math.exp(min(mean, 700.0)),
+        }
     )
     return pd.DataFrame(rows)

@@ -87,7 +87,9 @@ class TrainedRun:
 
     def _require(self, tasks: Sequence[str], what: str) -> None:
         if self.task not in tasks:
-            raise ConfigError(f"{what} serves the {', '.join(tasks)} tasks; run {str(self.path)!r} is a {self.task!r} run")
+            raise ConfigError(
+                f"{what} serves the {', '.join(tasks)} tasks; run {str(self.path)!r} is a {self.task!r} run"
+            )
 
     def predict(self, rows: pd.DataFrame | str | Path | Sequence[str], *, unknown: str = "mean") -> Prediction:
         """Predictions for ``rows``: a file in the training file's format (or a table with its columns; texts for

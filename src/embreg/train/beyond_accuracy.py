@@ -34,7 +34,14 @@ import torch
 
 from embreg.errors import EmbregError
 
-__all__ = ["item_coverage", "average_popularity", "gini_index", "tail_items", "tail_percentage", "beyond_accuracy_metrics"]
+__all__ = [
+    "item_coverage",
+    "average_popularity",
+    "gini_index",
+    "tail_items",
+    "tail_percentage",
+    "beyond_accuracy_metrics",
+]
 
 
 def _lists(topk: np.ndarray | torch.Tensor, num_items: int) -> np.ndarray:

@@ -112,7 +112,7 @@ class RankingEvaluator:
         *,
         ks: Sequence[int] = (1, 5, 10),
         user_batch: int = 4096,
-        item_counts: Sequence[int] | None = None,
+        item_counts: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         missing = set(relevant) - set(exclude)
         if missing:

@@ -65,10 +65,13 @@ def _frame(rows: Any, columns: Sequence[str], sep: str | None) -> pd.DataFrame:
 
 def _labels(values: pd.Series) -> np.ndarray:
     """Ids as the ratings reader parses them (canonical integers as ints, everything else as stripped text)."""
-    text = values.astype(str).str.strip()
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.to_numpy(dtype=np.int64)
+    codes, uniques = pd.factorize(values)  # each distinct id is parsed once
+    text = pd.Series(np.asarray(uniques, dtype=object)).astype(str).str.strip()
     if text.str.fullmatch(r"-?(?:0|[1-9]\d{0,17})").all():
-        return text.astype(np.int64).to_numpy()
-    return text.to_numpy(dtype=object)
+        return text.astype(np.int64).to_numpy()[codes]
+    return text.to_numpy(dtype=object)[codes]
 
 
 def _finish(
@@ -90,7 +93,7 @@ def _finish(
         if bad.any():
             filled[bad] = fallback[column]
         table[column] = filled
-    table["status"] = np.where(known, "ok", "mean")
+    table["status"] = pd.Categorical.from_codes((~known).astype(np.int8), ["ok", "mean"])
     if unknown == "skip":
         table = table[known].reset_index(drop=True)
     summary = {
@@ -141,9 +144,9 @@ def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     codes = np.zeros((len(frame), len(fields)), np.int64)
     known = np.ones(len(frame), bool)
     for j, name in enumerate(fields):
-        raw = frame[name]
-        text = raw.astype(object).where(raw.notna(), "").map(str).str.strip().to_numpy(dtype=object)
-        found = vocabularies[name].indices(text)
+        value_codes, uniques = pd.factorize(frame[name])  # each distinct value is normalised once; missing -> ""
+        text = pd.Series(np.append(np.asarray(uniques, dtype=object), "")).map(str).str.strip().to_numpy(object)
+        found = vocabularies[name].indices(text)[value_codes]
         known &= found != UNKNOWN
         codes[:, j] = np.where(found == UNKNOWN, 0, found)
     dense = np.zeros((len(frame), len(d.dense_cols)), np.float64)

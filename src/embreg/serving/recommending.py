@@ -91,10 +91,8 @@ def _rank(
 
     num_items = len(run.vocabularies["item"])
     model: Any = run.model
-    rows_user: list[Any] = []
-    rows_item: list[int] = []
-    rows_rank: list[int] = []
-    rows_score: list[float] = []
+    labels = np.asarray(labels)
+    parts_user, parts_item, parts_rank, parts_score = [], [], [], []
     for start in range(0, len(users), batch_size):
         block = torch.from_numpy(users[start : start + batch_size]).to(run.device)
         hist = histories[start : start + batch_size]
@@ -111,16 +109,21 @@ def _rank(
             ex_items = torch.from_numpy(np.concatenate(hist) if hist else np.zeros(0, np.int64)).long()
             ex_rows, ex_items = ex_rows.to(scores.device), ex_items.to(scores.device)
         top = topk_excluding(scores, ex_rows, ex_items, k)
-        masked = scores.clone()
-        masked[ex_rows, ex_items] = -float("inf")
-        top_scores = masked.gather(1, top).cpu()
-        top = top.cpu()
-        keep = torch.isfinite(top_scores)
-        for row in range(top.shape[0]):
-            n = int(keep[row].sum())
-            rows_user.extend([labels[start + row]] * n)
-            rows_item.extend(top[row, :n].tolist())
-            rows_rank.extend(range(1, n + 1))
-            rows_score.extend(top_scores[row, :n].tolist())
-    items = run.vocabularies["item"].labels_of(np.asarray(rows_item, np.int64))
-    return pd.DataFrame({"user": rows_user, "item": items, "rank": rows_rank, "score": rows_score})
+        excluded = torch.zeros_like(scores, dtype=torch.bool)
+        excluded[ex_rows, ex_items] = True
+        keep = (~excluded.gather(1, top)).cpu().numpy()  # a user with fewer than k items left gets fewer rows
+        top_scores = scores.gather(1, top).cpu().numpy()
+        rows = np.broadcast_to(np.arange(top.shape[0])[:, None], top.shape)
+        parts_user.append(labels[start + rows[keep]])
+        parts_item.append(top.cpu().numpy()[keep])
+        parts_rank.append(np.broadcast_to(np.arange(1, k + 1), top.shape)[keep])
+        parts_score.append(top_scores[keep])
+    items = run.vocabularies["item"].labels_of(np.concatenate(parts_item) if parts_item else np.zeros(0, np.int64))
+    return pd.DataFrame(
+        {
+            "user": np.concatenate(parts_user) if parts_user else labels[:0],
+            "item": items,
+            "rank": np.concatenate(parts_rank) if parts_rank else np.zeros(0, np.int64),
+            "score": np.concatenate(parts_score) if parts_score else np.zeros(0, np.float32),
+        }
+    )

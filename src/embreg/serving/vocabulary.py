@@ -38,6 +38,8 @@ class IdVocabulary:
         self.kind = kind
         self.labels = np.asarray(labels)
         self._index = pd.Index(_as_text(self.labels))
+        # integer ids (ML-100k's, or a file's canonical integers) are also looked up as integers: no text needed
+        self._numbers = pd.Index(self.labels) if np.issubdtype(self.labels.dtype, np.integer) else None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -47,7 +49,14 @@ class IdVocabulary:
 
     def indices(self, labels: np.ndarray | list | tuple) -> np.ndarray:
         """``(M,)`` int64 index of each label, :data:`UNKNOWN` (-1) for a label never seen in training."""
-        return self._index.get_indexer(_as_text(np.asarray(labels))).astype(np.int64)
+        values = np.asarray(labels)
+        if np.issubdtype(values.dtype, np.integer):
+            if self._numbers is None:  # integers never match string labels ("7" would, "007" would not)
+                return self._index.get_indexer(_as_text(values)).astype(np.int64)
+            return self._numbers.get_indexer(values).astype(np.int64)
+        codes, uniques = pd.factorize(values)  # each distinct label is turned into text once
+        found = self._index.get_indexer(_as_text(np.asarray(uniques))).astype(np.int64)
+        return np.append(found, UNKNOWN)[codes]  # a missing label (code -1) is unknown
 
     def require(self, labels: np.ndarray | list | tuple) -> np.ndarray:
         """Like :meth:`indices`, but an unknown label is a :class:`DataError` naming the first few."""
@@ -67,4 +76,4 @@ class IdVocabulary:
 
 
 def _as_text(labels: np.ndarray) -> np.ndarray:
-    return np.array([str(label) for label in labels.tolist()], dtype=object)
+    return labels.astype(str).astype(object)

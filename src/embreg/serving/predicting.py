@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.serving.vocabulary import UNKNOWN, IdVocabulary
+from embreg.serving.vocabulary import UNKNOWN
 
 if TYPE_CHECKING:
     from embreg.serving.trained_run import Prediction, TrainedRun
@@ -89,8 +89,9 @@ def _finish(
         )
     table = frame.copy()
     for column, array in values.items():
-        filled = array.astype(object) if array.dtype == object else array.copy()
+        filled = array
         if bad.any():
+            filled = array.copy()
             filled[bad] = fallback[column]
         table[column] = filled
     table["status"] = pd.Categorical.from_codes((~known).astype(np.int8), ["ok", "mean"])
@@ -139,7 +140,8 @@ def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
             f"the registry table {d.dataset!r}, whose values are not kept by name; train on a click file "
             "(data.path) to predict on new rows"
         )
-    fields, vocabularies = _ctr_fields(run)
+    vocabularies = run.vocabularies
+    fields = list(vocabularies)
     frame = _frame(rows, [*fields, *d.dense_cols], d.sep)
     codes = np.zeros((len(frame), len(fields)), np.int64)
     known = np.ones(len(frame), bool)
@@ -161,26 +163,6 @@ def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     probability = torch.sigmoid(_outputs(run, inputs)).numpy()
     rate = float(run.prepared.part("train").labels.mean())
     return _finish(run, frame, known, {"click_probability": probability}, {"click_probability": rate}, unknown)
-
-
-def _ctr_fields(run: TrainedRun) -> tuple[list[str], dict[str, IdVocabulary]]:
-    """The categorical fields of the training click file and their values, numbered as the reader numbers them."""
-    from embreg.data.ctr import encode_field
-    from embreg.data.ctr_file import _categories, _header, _read
-    from embreg.data.tables import resolve_column
-
-    d = run.recipe.data
-    file = Path(d.path)
-    header, sep = _header(file, d.sep)
-    label = resolve_column(d.label_col, header, "label", file)
-    dense = [resolve_column(name, header, "dense feature", file) for name in d.dense_cols]
-    if d.categorical_cols is None:
-        fields = [name for name in header if name not in {label, *dense}]
-    else:
-        fields = [resolve_column(name, header, "categorical field", file) for name in d.categorical_cols]
-    table = _read(file, [(name, "categorical field") for name in fields], sep)
-    vocabularies = {name: IdVocabulary(name, encode_field(_categories(table, name))[1]) for name in fields}
-    return fields, vocabularies
 
 
 def _texts(run: TrainedRun, rows: Any) -> Prediction:

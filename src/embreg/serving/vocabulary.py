@@ -40,6 +40,11 @@ class IdVocabulary:
         self._index = pd.Index(_as_text(self.labels))
         # integer ids (ML-100k's, or a file's canonical integers) are also looked up as integers: no text needed
         self._numbers = pd.Index(self.labels) if np.issubdtype(self.labels.dtype, np.integer) else None
+        self._first: int | None = None  # ids first..first+N-1 in order (ML-100k's): an index is an offset
+        if self._numbers is not None and len(self.labels):
+            first = int(self.labels[0])
+            if np.array_equal(self.labels, np.arange(first, first + len(self.labels))):
+                self._first = first
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -53,8 +58,11 @@ class IdVocabulary:
         if np.issubdtype(values.dtype, np.integer):
             if self._numbers is None:  # integers never match string labels ("7" would, "007" would not)
                 return self._index.get_indexer(_as_text(values)).astype(np.int64)
+            if self._first is not None:
+                offset = values.astype(np.int64) - self._first
+                return np.where((offset >= 0) & (offset < len(self.labels)), offset, UNKNOWN)
             return self._numbers.get_indexer(values).astype(np.int64)
-        codes, uniques = pd.factorize(values)  # each distinct label is turned into text once
+        codes, uniques = pd.factorize(values)  # one hash pass; each distinct label is turned into text once
         found = self._index.get_indexer(_as_text(np.asarray(uniques))).astype(np.int64)
         return np.append(found, UNKNOWN)[codes]  # a missing label (code -1) is unknown
 

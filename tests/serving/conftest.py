@@ -109,6 +109,24 @@ def trained(serving_dir: Path) -> Callable[[str], Path]:
                 "train.keep_checkpoints=best",
                 "train.batch_size=32",
             ]
+        if family == "regression":
+            from tests.helpers.finetune_tiny import tiny_checkpoint
+
+            checkpoint = tiny_checkpoint(data / "bert-mean")
+            rng = np.random.default_rng(3)
+            words = ["good", "bad", "dress", "film", "the", "a", "is", "not"]
+            rows = ["text,label"] + [f"{' '.join(rng.choice(words, 5))},{rng.normal():.3f}" for _ in range(80)]
+            (data / "scores.csv").write_text("\n".join(rows) + "\n")
+            return "ft-polarity", [
+                "task=regression",
+                f"data.path={data / 'scores.csv'}",
+                "data.valid_size=16",
+                "data.test_size=16",
+                "data.train_size=null",
+                f"model.pretrained={checkpoint}",
+                "train.keep_checkpoints=best",
+                "train.batch_size=16",
+            ]
         raise KeyError(family)
 
     def get(family: str) -> Path:

@@ -100,3 +100,12 @@ def test_class_and_probability_equal_the_evaluators_on_the_test_split(trained, t
 def test_predict_is_refused_for_recommenders(trained) -> None:
     with pytest.raises(ConfigError, match="predict serves"):
         load(trained("ranking")).predict(pd.DataFrame())
+
+
+def test_regression_values_equal_the_evaluators_on_the_test_split(trained) -> None:
+    run = load(trained("regression"))
+    texts = pd.DataFrame({"text": run.prepared.task.texts["test"]})
+    table = run.predict(texts).table
+    expected = run.evaluator.predict(run.model, "test").numpy()
+    np.testing.assert_allclose(table["value"].to_numpy(dtype=float), expected, rtol=1e-4, atol=1e-6)
+    assert table.columns.tolist() == ["text", "value", "status"]

@@ -74,3 +74,21 @@ def test_lm_export_keeps_tied_weights_and_the_words(trained, tmp_path: Path) -> 
     words = json.loads((tmp_path / "lm" / "embreg_export.json").read_text())["vocabularies"]["token"]
     assert words[:2] == ["<unk>", "<eos>"] and len(words) == len(run.prepared.vocab)
     assert np.isfinite(next(iter(state.values())).numpy()).all()
+
+
+def test_mean_pooled_encoder_exports_its_encoder_and_head(trained, tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    run = load(trained("regression"))  # mean pooling: no AutoModelFor... class pools this way
+    export(run, tmp_path / "hf")
+    encoder = transformers.AutoModel.from_pretrained(str(tmp_path / "hf")).eval()
+    head = safetensors.torch.load_file(str(tmp_path / "hf" / "head.safetensors"))
+    note = json.loads((tmp_path / "hf" / "embreg_head.json").read_text())
+    assert note["pooling"] == "mean" and "untrained head" in note["logits"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    batch = tokenizer(run.prepared.task.texts["test"][:6], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = encoder(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        theirs = ((hidden * mask).sum(1) / mask.sum(1)) @ head["weight"].T + head["bias"]
+        ours = run.model(dict(batch)).predictions
+    torch.testing.assert_close(theirs.squeeze(-1), ours, rtol=1e-5, atol=1e-5)

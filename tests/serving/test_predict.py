@@ -45,10 +45,16 @@ def test_unknown_ids_follow_the_policy_and_are_counted(trained, tmp_path: Path) 
     run = load(trained("rating"))
     file = tmp_path / "pairs.csv"
     file.write_text("user,item\n007,i03\nnobody,i03\n007,nothing\n7,i03\n")  # 7 is not 007
-    mean = float(run.prepared.part("train").ratings.mean())
+    model = run.model  # BiasedMF: mu + b_u + b_i, with the unseen side's bias left out
+    user, item = (
+        int(run.vocabularies[k].indices(np.array([v], dtype=object))[0]) for k, v in (("user", "007"), ("item", "i03"))
+    )
+    mu = float(model.global_mean)
+    b_u, b_i = float(model.user_bias.weight.detach()[user, 0]), float(model.item_bias.weight.detach()[item, 0])
     filled = run.predict(file, unknown="mean")
     assert filled.table["status"].tolist() == ["ok", "mean", "mean", "mean"]
-    assert filled.table["rating"].tolist()[1:] == pytest.approx([mean] * 3)
+    assert filled.table["rating"].tolist()[1:] == pytest.approx([mu + b_i, mu + b_u, mu + b_i], rel=1e-6)
+    assert b_u != 0 and b_i != 0
     assert filled.summary == {"rows": 4, "predicted": 1, "unknown": 3, "fallback": 3, "skipped": 0}
     assert "3 with ids unseen in training" in filled.summary_line()
     skipped = run.predict(file, unknown="skip")

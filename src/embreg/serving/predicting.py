@@ -92,7 +92,8 @@ def _finish(
         filled = array
         if bad.any():
             filled = array.copy()
-            filled[bad] = fallback[column]
+            value = fallback[column]
+            filled[bad] = value[bad] if isinstance(value, np.ndarray) else value
         table[column] = filled
     table["status"] = pd.Categorical.from_codes((~known).astype(np.int8), ["ok", "mean"])
     if unknown == "skip":
@@ -128,8 +129,28 @@ def _ratings(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     predictions = _outputs(run, inputs)
     if run.evaluator.rating_range is not None:
         predictions = predictions.clamp(*run.evaluator.rating_range)
+    fallback = _rating_fallback(run, users, items)
+    return _finish(run, frame, known, {"rating": predictions.numpy()}, {"rating": fallback}, unknown)
+
+
+@torch.no_grad()
+def _rating_fallback(run: TrainedRun, users: np.ndarray, items: np.ndarray) -> float | np.ndarray:
+    """The rating of a row with an unseen id: the mean training rating; for models with bias tables (BiasedMF:
+    ``mu + b_u + b_i``) their global mean plus the bias of whichever of the user and the item is known."""
+    model: Any = run.model
     mean = float(run.prepared.part("train").ratings.mean())
-    return _finish(run, frame, known, {"rating": predictions.numpy()}, {"rating": mean}, unknown)
+    if not all(hasattr(model, name) for name in ("global_mean", "user_bias", "item_bias")):
+        return mean
+    values = torch.full((len(users),), float(model.global_mean))
+    for ids, table in ((users, model.user_bias), (items, model.item_bias)):
+        seen = torch.from_numpy(ids != UNKNOWN)
+        if seen.any():
+            index = torch.from_numpy(np.where(ids != UNKNOWN, ids, 0)).to(run.device)
+            bias = table(index).reshape(len(ids)).float().cpu()
+            values += torch.where(seen, bias, torch.zeros_like(bias))
+    if run.evaluator.rating_range is not None:
+        values = values.clamp(*run.evaluator.rating_range)
+    return values.numpy()
 
 
 def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:

@@ -28,7 +28,8 @@ __all__ = ["TrainedRun", "Prediction", "UNKNOWN_POLICIES"]
 
 UNKNOWN_POLICIES = ("mean", "error", "skip")
 """What ``predict`` does with a row holding an id never seen in training: ``mean`` predicts the training mean
-(ratings: the mean training rating; clicks: the training click rate) and marks the row ``status=mean``; ``error``
+(ratings: the mean training rating, or for models with bias tables, BiasedMF, their global mean plus the bias of the
+user or item that is known; clicks: the training click rate) and marks the row ``status=mean``; ``error``
 refuses the input naming the ids; ``skip`` leaves the row out. Each is counted in :attr:`Prediction.summary`."""
 
 

@@ -68,3 +68,16 @@ def test_not_a_run_directory_and_multi_seed_directories_are_named(tmp_path: Path
     (tmp_path / "seed-0").mkdir()
     with pytest.raises(DataError, match="seed-0"):
         load(tmp_path)
+
+
+@pytest.mark.parametrize("recipe", ["mf"])
+def test_a_run_trained_on_two_ranks_loads_and_reproduces_its_metrics(recipe: str, tmp_path: Path) -> None:
+    from tests.helpers.ddp import run_ranks
+    from tests.helpers.serving_ddp import train_tiny
+
+    overrides = ["data.max_rows=1500", "train.epochs=1", "train.progress=false", "train.device=cpu"]
+    ranks = run_ranks(train_tiny, 2, str(tmp_path / "run"), recipe, overrides, timeout=300)
+    assert ranks[0]["world_size"] == 2
+    run = load(tmp_path / "run")
+    for name, value in run.evaluator(run.model, "test").items():
+        assert value == pytest.approx(ranks[0][f"test_{name}"], rel=1e-5, abs=1e-6), name

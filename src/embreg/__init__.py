@@ -4,8 +4,29 @@ The public entry points most users need::
 
     from embreg.sse import SSE, SSEGraph, SSEEmbedding, NeighbourGraph
     from embreg.models import BiasedMF, BPR
+    run = embreg.load("runs/mf")   # a trained run: predict, recommend, score (embreg.serving)
 
 See ``docs/architecture.md`` for the map of the package.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from embreg.serving.trained_run import TrainedRun
+
 __version__ = "0.1.0"
+
+
+def load(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu") -> TrainedRun:
+    """A finished run's model, recipe and id vocabularies (:func:`embreg.serving.load`).
+
+    Example:
+        >>> import embreg
+        >>> run = embreg.load("runs/mf")  # doctest: +SKIP
+    """
+    from embreg.serving import load as _load
+
+    return _load(run_dir, checkpoint=checkpoint, device=device)

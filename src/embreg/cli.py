@@ -9,6 +9,7 @@ embreg data fetch NAME [--force]
 embreg compare DIR DIR ... [--metrics m1,m2 | --all]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg demo [--seeds N] [--out DIR]
+embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
 
 Errors print one line, ``embreg: error: ...``, and exit with status 2. Output cut short by its reader
 (``embreg list --json | head``) ends the command quietly with status 0.
@@ -264,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     from embreg.studies.cli import add_study_parser
 
     add_study_parser(sub)
+    from embreg.serving.cli import add_serving_parsers
+
+    add_serving_parsers(sub)
 
     demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
     demo.add_argument("--seeds", type=positive_int, default=5)

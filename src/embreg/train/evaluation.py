@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -88,7 +89,8 @@ class RankingEvaluator:
     For split ``s`` the items excluded from a user's ranking are those in the ``exclude[s]`` interactions (for
     validation: the training items; for test: training and validation items), and the relevant items are that
     split's interactions. Metrics: precision@k, recall@k, ndcg@k and hit@k for each k in ``ks``, averaged over
-    users with at least one relevant item.
+    users with at least one relevant item; with ``item_counts``, also the beyond-accuracy metrics of those users'
+    lists (coverage@k, avg_popularity@k, gini@k, tail_percentage@k: :mod:`embreg.train.beyond_accuracy`).
 
     Args:
         num_users: users in the id space.
@@ -97,6 +99,8 @@ class RankingEvaluator:
         exclude: ``{split: (users (E,), items (E,))}`` interactions never ranked for that split.
         ks: cut-offs.
         user_batch: users scored at once (memory ``user_batch * num_items`` floats).
+        item_counts: ``(num_items,)`` training interactions per item, for the beyond-accuracy metrics (``None``:
+            none are reported).
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class RankingEvaluator:
         *,
         ks: Sequence[int] = (1, 5, 10),
         user_batch: int = 4096,
+        item_counts: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         missing = set(relevant) - set(exclude)
         if missing:
@@ -118,6 +123,7 @@ class RankingEvaluator:
         self.exclude = exclude
         self.ks = tuple(ks)
         self.user_batch = user_batch
+        self.item_counts = item_counts
 
     @property
     def split_names(self) -> list[str]:
@@ -141,4 +147,10 @@ class RankingEvaluator:
         model.train(was_training)
         topk = torch.cat(topk_parts).cpu()
         rel_users, rel_items = self.relevant[split]
-        return ranking_metrics(topk, rel_users, rel_items, self.num_items, ks=self.ks)
+        metrics = ranking_metrics(topk, rel_users, rel_items, self.num_items, ks=self.ks)
+        if self.item_counts is not None:
+            from embreg.train.beyond_accuracy import beyond_accuracy_metrics
+
+            evaluated = torch.unique(rel_users.cpu())
+            metrics.update(beyond_accuracy_metrics(topk[evaluated], np.asarray(self.item_counts), ks=self.ks))
+        return metrics

@@ -21,6 +21,7 @@ from torch import nn
 
 from embreg.data.sequences import SequenceSplit, left_pad
 from embreg.errors import ConfigError, EmbregError
+from embreg.train.metrics import topk_excluding
 
 if TYPE_CHECKING:
     from embreg.models.protocols import NextItemModel
@@ -85,7 +86,9 @@ class NextItemEvaluator:
     - full ranking, the target against every item not in the user's history (the target itself always stays):
       ``ndcg@k``, ``hit@k`` for each k, and ``mrr``;
     - for each kind of sampled negatives, the target against that user's negatives: ``sampled_ndcg@k``,
-      ``sampled_hit@k`` (``"uniform"``) and ``pop_sampled_ndcg@k``, ``pop_sampled_hit@k`` (``"popularity"``).
+      ``sampled_hit@k`` (``"uniform"``) and ``pop_sampled_ndcg@k``, ``pop_sampled_hit@k`` (``"popularity"``);
+    - with ``item_counts``, the beyond-accuracy metrics of the full-ranking top-k lists (history excluded):
+      ``coverage@k``, ``avg_popularity@k``, ``gini@k``, ``tail_percentage@k`` (:mod:`embreg.train.beyond_accuracy`).
 
     With rank ``r`` (0-based, pessimistic ties, see :func:`target_ranks`): ``ndcg@k = 1/log2(r + 2)`` if ``r < k``
     else 0, ``hit@k = [r < k]``, ``mrr = 1/(r + 1)``. Scoring runs in eval mode under ``no_grad`` in user batches,
@@ -98,6 +101,8 @@ class NextItemEvaluator:
             :func:`embreg.data.sequences.sampled_negatives`; SASRec uses n = 100), either kind optional, or None.
         ks: cut-offs.
         batch_size: users scored at once (memory ``batch_size * num_items`` scores).
+        item_counts: ``(num_items,)`` training occurrences of each item, for the beyond-accuracy metrics (``None``:
+            none are reported).
 
     Example:
         >>> from embreg.data.sequences import SequenceSplit
@@ -117,6 +122,7 @@ class NextItemEvaluator:
         negatives: dict[str, torch.Tensor] | None = None,
         ks: Sequence[int] = (10,),
         batch_size: int = 1024,
+        item_counts: np.ndarray | None = None,
     ) -> None:
         ks = tuple(ks)
         if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
@@ -129,6 +135,7 @@ class NextItemEvaluator:
         self.max_len = int(max_len)
         self.ks = tuple(int(k) for k in ks)
         self.batch_size = int(batch_size)
+        self.item_counts = None if item_counts is None else np.asarray(item_counts)
         self.num_items = split.num_items
         self.users = torch.from_numpy(np.asarray(split.users, dtype=np.int64))
         self.negatives = self._check_negatives(negatives or {})
@@ -181,8 +188,9 @@ class NextItemEvaluator:
         return mask
 
     @torch.no_grad()
-    def ranks(self, model: nn.Module, split: str) -> dict[str, torch.Tensor]:
-        """(U,) int64 ranks of each user's target: ``"full"`` and one per kind of negatives.
+    def ranks(self, model: nn.Module, split: str, *, top_k: int | None = None) -> dict[str, torch.Tensor]:
+        """(U,) int64 ranks of each user's target: ``"full"`` and one per kind of negatives; with ``top_k``, also
+        ``"topk"``: (U, top_k) the best items outside each user's history, best first (ties: lower id first).
 
         Runs the model in eval mode under ``no_grad`` and restores its mode afterwards.
         """
@@ -192,6 +200,8 @@ class NextItemEvaluator:
         device = parameter.device if parameter is not None else torch.device("cpu")
         inputs, targets = self._inputs[split], self._targets[split]
         parts: dict[str, list[torch.Tensor]] = {"full": [], **{kind: [] for kind in self.negatives}}
+        if top_k is not None:
+            parts["topk"] = []
         was_training = model.training
         model.eval()
         try:
@@ -207,6 +217,9 @@ class NextItemEvaluator:
                 target = targets[start:stop].to(scores.device)
                 mask = self._batch_mask(split, start, stop, scores.device)
                 parts["full"].append(target_ranks(scores, target, mask).cpu())
+                if top_k is not None:
+                    rows, cols = mask.nonzero(as_tuple=True)
+                    parts["topk"].append(topk_excluding(scores.float(), rows, cols, top_k).cpu())
                 for kind, negs in self.negatives.items():
                     candidates = torch.cat([target[:, None], negs[start:stop].to(scores.device)], dim=1)
                     sampled = scores.gather(1, candidates)
@@ -216,11 +229,16 @@ class NextItemEvaluator:
         return {kind: torch.cat(values) for kind, values in parts.items()}
 
     def __call__(self, model: nn.Module, split: str) -> dict[str, float]:
-        ranks = self.ranks(model, split)
+        counts = self.item_counts
+        ranks = self.ranks(model, split, top_k=None if counts is None else max(self.ks))
         metrics = self._metrics(ranks["full"], "")
         metrics["mrr"] = (1.0 / (ranks["full"].double() + 1.0)).mean().item()
         for kind in self.negatives:
             metrics.update(self._metrics(ranks[kind], NEGATIVE_PREFIXES[kind]))
+        if counts is not None:
+            from embreg.train.beyond_accuracy import beyond_accuracy_metrics
+
+            metrics.update(beyond_accuracy_metrics(ranks["topk"], counts, ks=self.ks))
         return metrics
 
     def _metrics(self, ranks: torch.Tensor, prefix: str) -> dict[str, float]:

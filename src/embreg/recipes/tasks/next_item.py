@@ -292,7 +292,13 @@ class NextItemTask(TaskAdapter):
         return TensorBatches(examples, t.batch_size, seed=t.seed, transform=complete)
 
     def evaluator(self, recipe, prepared: PreparedSequences) -> NextItemEvaluator:
-        return NextItemEvaluator(prepared.split, recipe.data.max_len, negatives=prepared.negatives, ks=NEXT_ITEM_KS)
+        return NextItemEvaluator(
+            prepared.split,
+            recipe.data.max_len,
+            negatives=prepared.negatives,
+            ks=NEXT_ITEM_KS,
+            item_counts=prepared.split.train_item_counts(),
+        )
 
     def records(self, recipe, prepared: PreparedSequences) -> dict:
         d = recipe.data

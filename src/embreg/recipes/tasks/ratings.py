@@ -339,7 +339,12 @@ class RankingTask(_InteractionTask):
         exclude = {"valid": (train_u, train_i), "test": (torch.cat([train_u, valid_u]), torch.cat([train_i, valid_i]))}
         relevant = {"valid": parts["valid"], "test": parts["test"]}
         return RankingEvaluator(
-            prepared.ratings.num_users, prepared.ratings.num_items, relevant, exclude, ks=RANKING_KS
+            prepared.ratings.num_users,
+            prepared.ratings.num_items,
+            relevant,
+            exclude,
+            ks=RANKING_KS,
+            item_counts=prepared.part("train").item_popularity(),
         )
 
 

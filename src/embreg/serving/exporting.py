@@ -1,0 +1,117 @@
+"""``export``: a trained run's model in formats other tools load, with the ids of its data.
+
+* A fine-tuned encoder classifier with ``[CLS]`` pooling (``model.pooling: cls`` on an encoder with a pooler, BERT's
+  recipe) becomes a Hugging Face directory: ``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)``
+  gives the same logits (the encoder's weights, its pooler, and the head as the ``classifier``), and
+  ``AutoTokenizer.from_pretrained(DIR)`` the run's tokenizer; ``id2label`` holds the class names.
+* With mean pooling (all-MiniLM-L6-v2's, the default) no ``AutoModelFor...`` class computes the same logits (they
+  pool ``[CLS]``), so the directory holds the fine-tuned encoder for ``transformers.AutoModel`` and the tokenizer,
+  and ``head.safetensors`` (``weight``, ``bias``) with ``embreg_head.json``: logits = head(mean of the last hidden
+  states over the attention mask). Loading that directory with ``AutoModelForSequenceClassification`` would give a
+  new, untrained head: ``embreg_head.json`` says so.
+* Every other model (recommenders, CTR, language models): ``model.safetensors``, the plain ``state_dict`` (tensors
+  only, loadable with ``safetensors.torch.load_file``), and ``embreg_export.json``: the task, model, resolved
+  recipe and the id vocabularies (``{"user": [original id of index 0, ...], ...}``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import safetensors.torch
+import torch
+
+from embreg.config import to_dict
+from embreg.errors import ConfigError
+
+if TYPE_CHECKING:
+    from embreg.serving.trained_run import TrainedRun
+
+__all__ = ["export", "EXPORT_RECORD"]
+
+EXPORT_RECORD = "embreg_export.json"
+
+
+def export(run: TrainedRun, out: str | Path) -> Path:
+    """Writes ``run``'s model into the directory ``out`` (see the module docstring); returns ``out``.
+
+    Raises:
+        ConfigError: ``out`` exists and is not an empty directory.
+    """
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
+    target.mkdir(parents=True, exist_ok=True)
+    if run.recipe.model.name == "encoder-classifier":
+        _encoder(run, target)
+    else:
+        tensors = {key: value.detach().cpu().contiguous().clone() for key, value in run.model.state_dict().items()}
+        safetensors.torch.save_file(tensors, str(target / "model.safetensors"))
+    record = {
+        "format": "embreg-export",
+        "task": run.task,
+        "model": run.recipe.model.name,
+        "checkpoint": run.checkpoint,
+        "recipe": to_dict(run.recipe),
+        "vocabularies": {kind: _plain(vocab.labels) for kind, vocab in run.vocabularies.items()},
+    }
+    (target / EXPORT_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return target
+
+
+def _plain(labels: Any) -> list:
+    return [label.item() if hasattr(label, "item") else label for label in list(labels)]
+
+
+def _encoder(run: TrainedRun, target: Path) -> None:
+    from embreg.models.pretrained import load_pretrained, require_transformers
+
+    transformers = require_transformers()
+    model: Any = run.model
+    encoder: Any = model.encoder
+    _, tokenizer = load_pretrained(run.recipe.model.pretrained, progress=False)
+    tokenizer.save_pretrained(str(target))
+    num_labels = int(model.num_labels)
+    names = list(run.vocabularies["label"].labels) if "label" in run.vocabularies else []
+    pooler = getattr(encoder, "pooler", None)
+    if model.pooling == "cls" and isinstance(pooler, torch.nn.Module):
+        config = copy.deepcopy(encoder.config)
+        config.num_labels = num_labels
+        config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
+        if names:
+            config.id2label = {i: str(name) for i, name in enumerate(names)}
+            config.label2id = {str(name): i for i, name in enumerate(names)}
+        hf = transformers.AutoModelForSequenceClassification.from_config(config)
+        classifier = getattr(hf, "classifier", None)
+        if not isinstance(classifier, torch.nn.Linear):
+            raise ConfigError(
+                f"{type(hf).__name__} has no linear 'classifier' head to take the run's head; export supports "
+                "BERT-family encoders whose sequence classifier is pooler -> dropout -> linear"
+            )
+        getattr(hf, hf.base_model_prefix).load_state_dict(encoder.state_dict())
+        classifier.load_state_dict(model.head.state_dict())
+        hf.save_pretrained(str(target))
+        return
+    encoder.save_pretrained(str(target))
+    head = model.head
+    safetensors.torch.save_file(
+        {"weight": head.weight.detach().cpu().contiguous(), "bias": head.bias.detach().cpu().contiguous()},
+        str(target / "head.safetensors"),
+    )
+    (target / "embreg_head.json").write_text(
+        json.dumps(
+            {
+                "pooling": model.pooling,
+                "num_labels": num_labels,
+                "labels": [str(name) for name in names],
+                "logits": "head.weight @ mean(last_hidden_state over attention_mask) + head.bias; "
+                "load the encoder with transformers.AutoModel (AutoModelForSequenceClassification would add a "
+                "new, untrained head)",
+            },
+            indent=2,
+        )
+        + "\n"
+    )

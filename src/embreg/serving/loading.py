@@ -1,0 +1,148 @@
+"""``embreg.load(run_dir)``: a finished run directory back as a ready model with the original ids of its data.
+
+What a run directory holds is enough to rebuild its model: ``config.yaml`` is the resolved recipe, and the task's
+data preparation is deterministic (seeded by ``data.split_seed`` and ``train.seed``, as
+:func:`embreg.recipes.run.build_run` does it). Loading therefore prepares the recipe's data again, which gives the
+id vocabularies (original user / item / token / class ids <-> indices) and the training history of every user,
+builds the model as the run built it (the regularisers' one-time ``prepare`` included: Mixout, weight drop), and
+loads the weights from the safetensors checkpoint (:func:`embreg.train.checkpoint.load_checkpoint`: nothing is
+unpickled). The task's record of its data (``split.json`` / ``corpus.json``) is compared with the one the run
+wrote, so data that changed since training (an edited ``data.path`` file) is an error, not silently other ids.
+Runs trained under ``torchrun`` write the same files and load the same way.
+
+Example:
+    >>> from embreg.recipes import load_recipe
+    >>> from embreg.recipes.run import run_single
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = run_single(load_recipe("mf", ["data.max_rows=500", "train.epochs=1", "train.progress=false"]), d)
+    >>> run = load(d)
+    >>> run.task, run.model.training, sorted(run.vocabularies)
+    ('rating', False, ['item', 'user'])
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from embreg.errors import ConfigError, DataError
+from embreg.serving.trained_run import TrainedRun
+from embreg.serving.vocabularies import task_vocabularies
+from embreg.train.checkpoint import _json_default
+from embreg.train.run_dir import Checkpoint, RunDirectory
+
+__all__ = ["load"]
+
+_SEED_DIR = re.compile(r"seed-\d+")
+
+
+def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu") -> TrainedRun:
+    """The model of a finished run in eval mode on ``device``, its recipe and the id vocabularies of its data.
+
+    Args:
+        run_dir: a single-seed run directory (one ``seed-<s>/`` of a multi-seed run).
+        checkpoint: ``"best"`` (the best validation epoch, ``best.safetensors``) or ``"last"``.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"`` or a ``torch.device``.
+
+    Returns:
+        a :class:`~embreg.serving.trained_run.TrainedRun` (``predict``, ``recommend``, ``score``).
+
+    Raises:
+        ConfigError: ``checkpoint`` is neither ``best`` nor ``last``.
+        DataError: ``run_dir`` is not a run directory (no ``config.yaml``; a multi-seed directory names its seeds),
+            the checkpoint is missing (the message names the file and ``train.keep_checkpoints``) or corrupt, its
+            weights do not fit the rebuilt model, or the task's data differs from the data the run was trained on.
+    """
+    from embreg.recipes.recipe import Recipe
+    from embreg.recipes.shipped import recipe_from_mapping
+    from embreg.train.device import resolve_device
+
+    if checkpoint not in ("best", "last"):
+        raise ConfigError(f"checkpoint={checkpoint!r} must be 'best' or 'last'")
+    files = RunDirectory(run_dir)
+    config = _config(files)
+    which = cast(Checkpoint, checkpoint)
+    path = files.file(files.checkpoint_name(which))
+    if not path.is_file():
+        kept = config.get("train", {}).get("keep_checkpoints", "?")
+        raise DataError(
+            f"checkpoint not found: {str(path)!r}; the run kept {kept!r} checkpoints (train.keep_checkpoints). "
+            "Load another checkpoint (checkpoint='best'|'last', --checkpoint), or train again with "
+            "--set train.keep_checkpoints=best"
+        )
+    recipe: Recipe = recipe_from_mapping(config)
+    state = files.load_checkpoint(which, map_location="cpu")
+    if state is None or "model" not in state:
+        raise DataError(f"checkpoint {str(path)!r} holds no model weights")
+    built = _build(recipe)
+    _check_records(files, recipe, built.prepared)
+    model = built.model
+    for regularizer in built.regularizers:  # the one-time model changes the trainer made before training
+        if hasattr(regularizer, "prepare"):
+            model = regularizer.prepare(model)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise DataError(
+            f"the weights in {str(path)!r} do not fit the model config.yaml builds (was the data or the code "
+            f"changed since training?): {str(exc).splitlines()[0]}"
+        ) from exc
+    target = resolve_device(device)
+    model = model.to(target).eval()
+    return TrainedRun(
+        path=files.path,
+        recipe=recipe,
+        model=model,
+        prepared=built.prepared,
+        evaluator=built.evaluator,
+        vocabularies=task_vocabularies(recipe, built.prepared),
+        device=target,
+        checkpoint=checkpoint,
+        epoch=state.get("epoch"),
+    )
+
+
+def _config(files: RunDirectory) -> dict[str, Any]:
+    if not files.path.is_dir():
+        raise DataError(f"run directory {str(files.path)!r} does not exist")
+    config = files.read_config()
+    if config is not None:
+        return config
+    seeds = sorted(p.name for p in files.path.iterdir() if _SEED_DIR.fullmatch(p.name) and p.is_dir())
+    if seeds:
+        raise DataError(
+            f"{str(files.path)!r} holds a multi-seed run ({', '.join(seeds)}); load one seed's directory, e.g. "
+            f"{str(files.path / seeds[0])!r}"
+        )
+    raise DataError(f"{str(files.path)!r} is not a run directory: it holds no config.yaml")
+
+
+def _build(recipe: Any) -> Any:
+    from embreg.recipes.run import build_run
+
+    state = torch.random.get_rng_state()
+    try:
+        return build_run(recipe)
+    finally:
+        torch.random.set_rng_state(state)  # loading a model leaves the caller's random stream alone
+
+
+def _check_records(files: RunDirectory, recipe: Any, prepared: Any) -> None:
+    """The task's records of the prepared data equal those the run wrote (where the run wrote any)."""
+    for name, record in recipe.adapter.records(recipe, prepared).items():
+        path = files.file(name)
+        if not path.is_file():
+            continue
+        stored = json.loads(path.read_text())
+        fresh = json.loads(json.dumps(record, default=_json_default))
+        if stored != fresh:
+            changed = sorted(k for k in set(stored) | set(fresh) if stored.get(k) != fresh.get(k))
+            raise DataError(
+                f"the data config.yaml names is not the data this run was trained on: {name} differs in "
+                f"{', '.join(changed)} (was a data file edited or replaced since training?)"
+            )

@@ -151,7 +151,7 @@ class Entry:
 
         Example:
             >>> REGISTRY.get("model", "lstm-lm").accepts_line()
-            'tasks: lm | provides: dropout_sites, layer_stack | accepts embeddings: uniform; index transforms on ids: token, label'
+            'tasks: lm | provides: dropout_sites, layer_stack | accepts embeddings: uniform, md; index transforms on ids: token, label'
         """
         accepts = self.accepts()
         if not accepts:

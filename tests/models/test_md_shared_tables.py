@@ -31,7 +31,8 @@ def ratings_file(tmp_path) -> list[str]:
     lines = ["u,i,r"] + [f"{u},{i},{1 + (u + i) % 5}" for u, i in zip(users, items)]
     path = tmp_path / "r.csv"
     path.write_text("\n".join(lines) + "\n")
-    return [f"data.path={path}", "data.user_col=u", "data.item_col=i", "data.rating_col=r"]
+    # repeated pairs carry the same rating, so averaging them keeps every value
+    return [f"data.path={path}", "data.user_col=u", "data.item_col=i", "data.rating_col=r", "data.duplicates=mean"]
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ Settings that matter only in some combinations are refused in the others (``mode
 ``model.init: xavier_uniform``).
 
 :func:`check_tables_reached` is the backstop after the model is built: a model that built its tables without the
-recipe's ``embeddings`` entry (SASRec's, the language model's tied table, a pretrained encoder's) would ignore any
-argument of that section, so anything but ``{name: uniform}`` with its defaults is then refused.
+recipe's ``embeddings`` entry (a pretrained encoder's, or SASRec's and the language model's own uniform tables)
+would ignore any argument of that section, so anything but ``{name: uniform}`` with its defaults is then refused.
 
 Example:
     >>> from embreg.recipes import load_recipe
-    >>> load_recipe("lm-none", ["embeddings={name: md, alpha: 0.3}"])
+    >>> load_recipe("ft-reviews", ["embeddings={name: md, alpha: 0.3}"])
     Traceback (most recent call last):
     ...
-    embreg.errors.ConfigError: embeddings.name='md': model 'lstm-lm' does not take 'md' embedding tables; it takes embeddings: uniform
+    embreg.errors.ConfigError: embeddings.name='md': model 'encoder-classifier' does not take 'md' embedding tables; it takes embeddings: uniform
 """
 
 from __future__ import annotations

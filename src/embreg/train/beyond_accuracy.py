@@ -41,6 +41,8 @@ __all__ = [
     "tail_items",
     "tail_percentage",
     "beyond_accuracy_metrics",
+    "beyond_accuracy_names",
+    "BEYOND_ACCURACY",
 ]
 
 
@@ -98,6 +100,20 @@ def tail_percentage(topk: np.ndarray | torch.Tensor, item_counts: np.ndarray, ra
     tail = tail_items(item_counts, ratio)
     lists = _lists(topk, len(tail))
     return float(tail[lists].mean(axis=1).mean()) if len(lists) else float("nan")
+
+
+BEYOND_ACCURACY = ("coverage", "avg_popularity", "gini", "tail_percentage")
+"""The names of the beyond-accuracy metrics, each reported per cut-off as ``<name>@<k>``."""
+
+
+def beyond_accuracy_names(ks: Sequence[int]) -> tuple[str, ...]:
+    """The keys :func:`beyond_accuracy_metrics` returns for the cut-offs ``ks``.
+
+    Example:
+        >>> beyond_accuracy_names((10,))
+        ('coverage@10', 'avg_popularity@10', 'gini@10', 'tail_percentage@10')
+    """
+    return tuple(f"{name}@{k}" for k in ks for name in BEYOND_ACCURACY)
 
 
 def beyond_accuracy_metrics(

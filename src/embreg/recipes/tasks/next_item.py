@@ -218,14 +218,17 @@ class NextItemTask(TaskAdapter):
         return "val_ndcg@10", "max"
 
     def evaluated_metrics(self, recipe) -> tuple[str, ...]:
-        """Full-ranking ``ndcg@k``, ``hit@k`` and ``mrr``, and both sampled protocols' ``ndcg@k``, ``hit@k``."""
+        """Full-ranking ``ndcg@k``, ``hit@k``, ``mrr`` and the beyond-accuracy metrics, and both sampled protocols'
+        ``ndcg@k``, ``hit@k``."""
+        from embreg.train.beyond_accuracy import beyond_accuracy_names
+
         ranked = [
             f"{prefix}{name}@{k}"
             for prefix in ("", *NEGATIVE_PREFIXES.values())
             for k in NEXT_ITEM_KS
             for name in ("ndcg", "hit")
         ]
-        return (*ranked, "mrr")
+        return (*ranked, "mrr", *beyond_accuracy_names(NEXT_ITEM_KS))
 
     def prepare(self, recipe) -> PreparedSequences:
         d = recipe.data

@@ -314,7 +314,10 @@ class RankingTask(_InteractionTask):
     headline = ("test_ndcg@10", "test_hit@10", "test_precision@10", "test_recall@10")
 
     def evaluated_metrics(self, recipe) -> tuple[str, ...]:
-        return tuple(f"{name}@{k}" for k in RANKING_KS for name in ("precision", "recall", "ndcg", "hit"))
+        from embreg.train.beyond_accuracy import beyond_accuracy_names
+
+        ranked = tuple(f"{name}@{k}" for k in RANKING_KS for name in ("precision", "recall", "ndcg", "hit"))
+        return ranked + beyond_accuracy_names(RANKING_KS)
 
     def monitor(self, recipe) -> tuple[str, str]:
         return "val_ndcg@10", "max"

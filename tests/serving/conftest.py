@@ -15,11 +15,17 @@ QUICK = ["train.epochs=1", "train.progress=false", "train.device=cpu"]
 
 
 def _ratings_file(path: Path) -> Path:
-    """240 ratings over string user ids (``u00``..``u19``, plus ``007``) and item ids (``i00``..``i29``)."""
+    """240 ratings over string user ids (``u00``..``u19``, plus ``007``) and item ids (``i00``..``i29``), each
+    (user, item) pair once."""
     rng = np.random.default_rng(0)
-    users = [f"u{u:02d}" for u in rng.integers(0, 20, 240)]
-    users[:12] = ["007"] * 12
-    items = [f"i{i:02d}" for i in rng.integers(0, 30, 240)]
+    user_numbers = np.concatenate([np.full(12, -1), rng.integers(0, 20, 228)])  # -1: the user "007"
+    item_numbers = rng.integers(0, 30, 240)
+    for row in range(240):  # move a repeated pair to the user's next free item
+        taken = {(u, i) for u, i in zip(user_numbers[:row], item_numbers[:row])}
+        while (user_numbers[row], item_numbers[row]) in taken:
+            item_numbers[row] = (item_numbers[row] + 1) % 30
+    users = ["007" if u < 0 else f"u{u:02d}" for u in user_numbers]
+    items = [f"i{i:02d}" for i in item_numbers]
     stamps = np.arange(240)
     lines = ["user,item,rating,time"] + [
         f"{u},{i},{r},{t}" for u, i, r, t in zip(users, items, rng.integers(1, 6, 240), stamps)

@@ -76,5 +76,5 @@ def _interactions(recipe: Any, prepared: Any) -> Any:
         return prepared.movielens.ratings
     from embreg.recipes.tasks.ratings import load_interactions
 
-    ratings, _ = load_interactions(recipe.data, rating_col=None, holds="timed interactions")
+    ratings, _, _ = load_interactions(recipe.data, rating_col=None, holds="timed interactions", per_timestamp=True)
     return ratings

@@ -26,16 +26,6 @@ from typing import Any
 __all__ = ["add_serving_parsers", "cmd_predict", "cmd_recommend", "cmd_score", "cmd_export"]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a single-seed run directory (one seed-<s>/ of a multi-seed run)")
     parser.add_argument("--checkpoint", choices=("best", "last"), default="best")
@@ -44,6 +34,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds ``predict``, ``recommend``, ``score`` and ``export`` to the ``embreg`` sub-commands."""
+    from embreg.cli import positive_int  # the argparse type every embreg command shares
     from embreg.serving.trained_run import UNKNOWN_POLICIES
 
     predict = sub.add_parser("predict", help="predict ratings, clicks, classes or values for new rows / texts")
@@ -60,10 +51,10 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     who = recommend.add_mutually_exclusive_group()
     who.add_argument("--users", help="comma-separated original user ids")
     who.add_argument("--all", action="store_true", help="every user with a history in the run's data")
-    recommend.add_argument("--k", type=_positive, default=10)
+    recommend.add_argument("--k", type=positive_int, default=10)
     recommend.add_argument("--include-seen", action="store_true", help="do not exclude the user's own items")
     recommend.add_argument("--history", help="next-item: comma-separated item ids, oldest first")
-    recommend.add_argument("--batch-size", type=_positive, default=1024)
+    recommend.add_argument("--batch-size", type=positive_int, default=1024)
     recommend.add_argument("--out", required=True, help="CSV file to write (user, item, rank, score)")
     recommend.set_defaults(func=cmd_recommend)
 

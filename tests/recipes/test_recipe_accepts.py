@@ -33,3 +33,23 @@ def test_a_non_default_embeddings_section_is_refused_where_the_model_builds_its_
         check_tables_reached(recipe, "lstm-lm", tables_built=0)
     check_tables_reached(recipe, "lstm-lm", tables_built=1)
     check_tables_reached(load_recipe("lm-none"), "lstm-lm", tables_built=0)
+
+
+@pytest.mark.parametrize(
+    "recipe, setting, readers",
+    [
+        ("mf", "train.num_negatives=4", "ranking"),
+        ("sasrec", "train.num_negatives=4", "ranking"),
+        ("bpr", "train.eval_train=true", "rating"),
+        ("lm-none", "train.eval_train=true", "rating"),
+    ],
+)
+def test_a_task_specific_train_field_the_task_ignores_is_refused(recipe, setting, readers):
+    key = setting.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key}=.* is not used by task '[\w-]+', only by {readers}; remove it"):
+        load_recipe(recipe, [setting])
+
+
+def test_the_tasks_that_read_a_task_specific_train_field_take_it():
+    assert load_recipe("bpr", ["train.num_negatives=4"]).train.num_negatives == 4
+    assert load_recipe("mf", ["train.eval_train=true"]).train.eval_train is True

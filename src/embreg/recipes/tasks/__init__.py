@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -32,7 +33,21 @@ from embreg.recipes.id_kinds import id_kind_base
 from embreg.recipes.tasks.data_files import describe_user_file
 from embreg.registry import REGISTRY, missing_capabilities, register
 
-__all__ = ["TaskAdapter", "register_task", "check_split", "check_max_rows", "model_id_kinds", "RUN_METRICS"]
+__all__ = [
+    "TaskAdapter",
+    "register_task",
+    "check_split",
+    "check_max_rows",
+    "model_id_kinds",
+    "RUN_METRICS",
+    "TASK_TRAIN_FIELDS",
+]
+
+TASK_TRAIN_FIELDS = {
+    "num_negatives": "sampled negatives per positive",
+    "eval_train": "scoring the training split each epoch",
+}
+"""The ``train`` fields only some tasks read (each task names its own in :attr:`TaskAdapter.train_fields`)."""
 
 RUN_METRICS = (
     "best_epoch",
@@ -60,6 +75,8 @@ class TaskAdapter(ABC):
             slice of its real data (read by the registry test matrix, tests/test_registry_matrix.py).
         headline: the test metrics ``embreg compare`` shows by default, most important first (those a run lacks
             are left out).
+        train_fields: the task-specific ``train`` fields this task reads (of :data:`TASK_TRAIN_FIELDS`); the others
+            are refused when set away from their defaults, since the task would ignore them.
     """
 
     name: str = ""
@@ -69,6 +86,7 @@ class TaskAdapter(ABC):
     id_kinds: tuple[str, ...] = ()
     smoke_overrides: tuple[str, ...] = ()
     headline: tuple[str, ...] = ()
+    train_fields: tuple[str, ...] = ()
 
     # -- checks made when a recipe is loaded --------------------------------------------------------------------
     def check(self, recipe: Any) -> None:
@@ -116,8 +134,21 @@ class TaskAdapter(ABC):
                     f"{where}: {spec.name!r} works with objective {' or '.join(objectives)}, not "
                     f"{recipe.objective.name!r} (set objective: {{name: {objectives[0]}}})"
                 )
+        self._check_train_fields(recipe)
         self.check_data(recipe)
         describe_user_file(recipe)
+
+    def _check_train_fields(self, recipe: Any) -> None:
+        """Refuses a task-specific ``train`` field this task does not read, set away from its default."""
+        defaults = {f.name: f.default for f in dataclasses.fields(recipe.train)}
+        for name, purpose in TASK_TRAIN_FIELDS.items():
+            value = getattr(recipe.train, name)
+            if name not in self.train_fields and value != defaults[name]:
+                readers = [e.name for e in REGISTRY.entries("task").values() if name in e.extra["adapter"].train_fields]
+                raise ConfigError(
+                    f"train.{name}={value!r} ({purpose}) is not used by task {self.name!r}, only by "
+                    f"{', '.join(readers)}; remove it"
+                )
 
     def check_data(self, recipe: Any) -> None:  # noqa: B027 - optional hook, empty by default
         """Task-specific consistency checks of a loaded recipe."""

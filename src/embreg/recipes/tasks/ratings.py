@@ -255,6 +255,7 @@ class RatingTask(_InteractionTask):
     """Explicit ratings: squared loss, RMSE and MAE on every split."""
 
     name = "rating"
+    train_fields = ("eval_train",)
     default_model = "mf"
     headline = ("test_rmse", "test_mae")
 
@@ -309,6 +310,7 @@ class RankingTask(_InteractionTask):
     """Implicit feedback: sampled negatives in training, full ranking over each user's unseen items in evaluation."""
 
     name = "ranking"
+    train_fields = ("num_negatives",)
     default_model = "bpr"
     split_kind = "per-user"
     headline = ("test_ndcg@10", "test_hit@10", "test_precision@10", "test_recall@10")

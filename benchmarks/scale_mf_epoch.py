@@ -313,7 +313,8 @@ def page(runs: list[dict[str, Any]]) -> str:
         f"L2, Adam; dim {first['dim']}) trained through the library (`build_run` + `Trainer.fit`, `data.path=` a "
         "parquet for the synthetic sizes). **The 10^6 and 10^7 data sets are SYNTHETIC**: ML-1M's and ML-10M's "
         f"numbers of users and items, Zipf user and item popularity (exponents {first['user_zipf']} and "
-        f"{first['item_zipf']}), ratings from user and item offsets plus noise; only ML-100k is real.",
+        f"{first['item_zipf']}), each (user, item) pair once, ratings from user and item offsets plus noise; only "
+        "ML-100k is real.",
         "",
         "Floor: per batch of the epoch (same ids, same batch size, the model's own tables), `index_select` of the "
         "users' and items' rows plus `index_add_` of their gradients: the least memory traffic an MF step has. "

@@ -11,28 +11,16 @@ import torch
 
 from embreg.cli import main
 from embreg.errors import DataError
-from embreg.models import BiasedMF
-from embreg.train.batches import TensorBatches
 from embreg.train.checkpoint import load_checkpoint, save_checkpoint
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
 from embreg.train.state_checks import check_model_state, check_optimizer_state
-from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, Trainer
+from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT
+from tests.helpers.trainers import tiny_mf_trainer
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "train.threads=1"]
 
 
-def _trainer(data, run_dir: Path, epochs: int = 2) -> Trainer:
-    evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
-    return Trainer(
-        BiasedMF.build(30, 40, 4, global_mean=3.0),
-        optimizer_factory("adam", 0.01),
-        TensorBatches(data, 64, seed=0),
-        evaluator,
-        epochs=epochs,
-        run_dir=run_dir,
-        progress=False,
-    )
+def _trainer(data, run_dir: Path, epochs: int = 2):
+    return tiny_mf_trainer(data, run_dir, epochs=epochs)
 
 
 def _edit(path: Path, change) -> None:

@@ -10,28 +10,16 @@ import pytest
 import torch
 
 from embreg.errors import TrainingError
-from embreg.models import BiasedMF
 from embreg.regularizers.base import standard_objective
 from embreg.train.batches import TensorBatches
 from embreg.train.checkpoint import load_checkpoint
-from embreg.train.evaluation import RatingEvaluator
 from embreg.train.finite import check_final_metrics, non_finite_parameters
-from embreg.train.optim import optimizer_factory
 from embreg.train.trainer import LAST_CHECKPOINT, Trainer
+from tests.helpers.trainers import tiny_mf_trainer
 
 
-def _trainer(data, run_dir: Path | None, objective=standard_objective, epochs: int = 3) -> Trainer:
-    evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
-    return Trainer(
-        BiasedMF.build(30, 40, 4, global_mean=3.0),
-        optimizer_factory("adam", 0.01),
-        TensorBatches(data, 64, seed=0),
-        evaluator,
-        epochs=epochs,
-        run_dir=run_dir,
-        objective=objective,
-        progress=False,
-    )
+def _trainer(data, run_dir: Path | None, objective=standard_objective, epochs: int = 3):
+    return tiny_mf_trainer(data, run_dir, epochs=epochs, objective=objective)
 
 
 def _nan_from_call(first_bad: int):

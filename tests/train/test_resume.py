@@ -6,28 +6,12 @@ import pytest
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.models import BiasedMF
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
 from embreg.train.resume import check_resumable
-from embreg.train.seeding import seed_everything
-from embreg.train.trainer import Trainer
+from tests.helpers.trainers import tiny_mf_trainer
 
 
 def _trainer(data, run_dir, *, dim=4, epochs=2):
-    seed_everything(0)
-    model = BiasedMF.build(30, 40, dim, global_mean=3.0)
-    evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
-    return Trainer(
-        model,
-        optimizer_factory("adam", 0.01),
-        TensorBatches(data, 128, seed=0),
-        evaluator,
-        epochs=epochs,
-        run_dir=run_dir,
-        progress=False,
-    )
+    return tiny_mf_trainer(data, run_dir, epochs=epochs, dim=dim, batch_size=128)
 
 
 def test_a_checkpoint_of_another_model_shape_is_refused_before_loading(tmp_path, synthetic_ratings):

@@ -1,0 +1,39 @@
+"""A tiny MF trainer on the synthetic ratings fixture, for tests of the trainer's resume and failure paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from embreg.models import BiasedMF
+from embreg.regularizers.base import standard_objective
+from embreg.train.batches import TensorBatches
+from embreg.train.evaluation import RatingEvaluator
+from embreg.train.optim import optimizer_factory
+from embreg.train.seeding import seed_everything
+from embreg.train.trainer import Trainer
+
+
+def tiny_mf_trainer(
+    data: dict[str, Any],
+    run_dir: Path | None,
+    *,
+    epochs: int = 2,
+    dim: int = 4,
+    batch_size: int = 64,
+    objective: Any = standard_objective,
+) -> Trainer:
+    """A seeded :class:`~embreg.models.BiasedMF` (30 users, 40 items, ``dim``) trainer with Adam, validated and
+    tested on ``data`` itself (the ``synthetic_ratings`` fixture of tests/conftest.py)."""
+    seed_everything(0)
+    evaluator = RatingEvaluator({"valid": data, "test": data}, rating_range=(1.0, 5.0))
+    return Trainer(
+        BiasedMF.build(30, 40, dim, global_mean=3.0),
+        optimizer_factory("adam", 0.01),
+        TensorBatches(data, batch_size, seed=0),
+        evaluator,
+        epochs=epochs,
+        run_dir=run_dir,
+        objective=objective,
+        progress=False,
+    )

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["docs/guide.md", "docs/adding-a-technique.md"]
+PAGES = ["docs/guide.md", "docs/serving.md", "docs/adding-a-technique.md"]
 
 
 def _python_blocks(page: str) -> list[str]:

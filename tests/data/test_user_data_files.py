@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from embreg.data import load_ctr_file, load_ratings_file, load_text_file, min_split_rows, per_user_split, random_split
+from embreg.data.cache import sha256_file
 from embreg.data.duplicates import resolve_duplicates
 from embreg.data.ratings_file import read_ratings_file
-from embreg.data.user_files import describe_file, file_sha256
+from embreg.data.user_files import describe_file
 from embreg.errors import DataError
 
 
@@ -196,7 +197,7 @@ def test_a_device_is_not_a_regular_file() -> None:
 def test_describe_file_gives_the_resolved_path_size_and_sha256(tmp_path: Path) -> None:
     path = write(tmp_path / "r.csv", "user_id,item_id\n1,2\n")
     record = describe_file(tmp_path / "." / "r.csv")
-    assert record == {"path": str(path.resolve()), "bytes": 20, "sha256": file_sha256(path)}
+    assert record == {"path": str(path.resolve()), "bytes": 20, "sha256": sha256_file(path)}
     assert record["sha256"] == "7b2b4f3c745864635b82d95625509d36d08bb90c71804bcb6fb16ea3c04cedc2"
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from embreg.models import BiasedMF
 from embreg.regularizers.base import standard_objective
@@ -37,3 +40,17 @@ def tiny_mf_trainer(
         objective=objective,
         progress=False,
     )
+
+
+def poison_last_step(monkeypatch: Any) -> None:
+    """After a run's very last optimizer step a weight becomes NaN (no later step would see it in a loss)."""
+    step = Trainer._step_on_device
+
+    def poisoned(self: Trainer, batch: Any, epoch: int) -> Any:
+        result = step(self, batch, epoch)
+        if self.step == self.epochs * len(self.batches):
+            with torch.no_grad():
+                next(self.model.parameters()).fill_(math.nan)
+        return result
+
+    monkeypatch.setattr(Trainer, "_step_on_device", poisoned)

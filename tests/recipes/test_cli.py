@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from embreg.cli import main
@@ -12,23 +11,12 @@ from embreg.config import apply_overrides, to_dict
 from embreg.data import list_datasets
 from embreg.recipes import list_recipes, load_recipe, recipe_from_mapping
 from embreg.registry import REGISTRY, SLOTS
+from tests.helpers.recipes import set_args
 
 QUICK_RATING = ["data.max_rows=2000", "train.epochs=1", "train.progress=false"]
 QUICK_CTR = ["data.max_rows=3000", "train.epochs=1", "train.progress=false"]
 QUICK_LM = ["data.max_train_tokens=2000", "data.max_eval_tokens=1000", "train.epochs=1", "train.progress=false"]
 LR_SEARCH = "search={train.lr: {type: log_float, low: 0.001, high: 0.01}}"
-
-
-def _sets(overrides):
-    return [x for s in overrides for x in ("--set", s)]
-
-
-@pytest.fixture
-def restore_threads():
-    """Runs set torch's thread count from ``train.threads``; put it back afterwards."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 # -- list -------------------------------------------------------------------------------------------------------------
@@ -129,7 +117,7 @@ def test_show_and_run_a_users_yaml_file(tmp_path, capsys):
     assert shown["train"]["epochs"] == 100  # the rating task's default, filled in
 
     out = tmp_path / "run"
-    assert main(["run", str(path), *_sets(QUICK_RATING), "--out", str(out)]) == 0
+    assert main(["run", str(path), *set_args(QUICK_RATING), "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1 and 0 < metrics["test_rmse"] < 5
     saved = load_recipe(out / "config.yaml")
@@ -148,7 +136,7 @@ def _show_to_file(capsys, name: str, path: Path) -> str:
 
 
 def _run_file(capsys, path: Path, out: Path, overrides) -> dict:
-    assert main(["run", str(path), *_sets(overrides), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main(["run", str(path), *set_args(overrides), "--out", str(out)]) == 0, capsys.readouterr().err
     return json.loads((out / "metrics.json").read_text())
 
 
@@ -279,7 +267,7 @@ def test_search_override_syntax():
 
 def _sweep(tmp_path, capsys, recipe, overrides):
     out = tmp_path / "sweep"
-    assert main(["sweep", recipe, "--trials", "2", *_sets(overrides), "--out", str(out)]) == 0
+    assert main(["sweep", recipe, "--trials", "2", *set_args(overrides), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     rows = (out / "trials.csv").read_text().splitlines()
     assert len(rows) == 3  # header + 2 trials

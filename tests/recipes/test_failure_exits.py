@@ -9,27 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from embreg.cli import main
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.allocation import allocation_failure, refuse_allocation_failure
+from tests.helpers.recipes import set_args
+from tests.helpers.trainers import poison_last_step
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false"]
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _sets(overrides):
-    return [x for s in overrides for x in ("--set", s)]
-
-
-@pytest.fixture
-def restore_threads():
-    """Runs set torch's thread count from ``train.threads``; put it back afterwards."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 # -- configuration refused before anything runs -------------------------------------------------------------------------
@@ -42,7 +31,7 @@ def test_threads_below_one_is_a_config_error(threads):
 
 
 def test_threads_zero_is_one_line_on_the_command_line(tmp_path, capsys):
-    assert main(["run", "mf", *_sets([*QUICK, "train.threads=0"]), "--out", str(tmp_path / "run")]) == 2
+    assert main(["run", "mf", *set_args([*QUICK, "train.threads=0"]), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("embreg: error: ") and err.count("\n") == 1 and "train.threads=0" in err
     assert not (tmp_path / "run").exists()
@@ -50,7 +39,7 @@ def test_threads_zero_is_one_line_on_the_command_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("dim, size", [(10**9, r"3\.4 TiB \(3772000000000 bytes\)"), (10**17, "more than 64-bit")])
 def test_huge_model_dim_is_one_line_naming_the_bytes(tmp_path, capsys, restore_threads, dim, size):
-    assert main(["run", "mf", *_sets([*QUICK, f"model.dim={dim}"]), "--out", str(tmp_path / "run")]) == 2
+    assert main(["run", "mf", *set_args([*QUICK, f"model.dim={dim}"]), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith(f"embreg: error: model 'mf' (dim={dim},")
@@ -113,26 +102,10 @@ def test_a_broken_pipe_that_is_not_stdout_is_not_hidden(monkeypatch, capfd):
 # -- non-finite results ---------------------------------------------------------------------------------------------
 
 
-def _poison_last_step(monkeypatch) -> None:
-    """After the run's very last optimizer step a weight becomes NaN: no later step would see its loss."""
-    from embreg.train.trainer import Trainer
-
-    step = Trainer._step_on_device
-
-    def poisoned(self, batch, epoch):
-        result = step(self, batch, epoch)
-        if self.step == self.epochs * len(self.batches):
-            with torch.no_grad():
-                next(self.model.parameters()).fill_(math.nan)
-        return result
-
-    monkeypatch.setattr(Trainer, "_step_on_device", poisoned)
-
-
 def test_nan_at_the_last_step_exits_non_zero(tmp_path, capsys, restore_threads, monkeypatch):
-    _poison_last_step(monkeypatch)
+    poison_last_step(monkeypatch)
     out = tmp_path / "run"
-    assert main(["run", "mf", *_sets(QUICK), "--out", str(out)]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("embreg: error: the weights became non-finite in epoch 0") and err.count("\n") == 1, err
     assert "checkpoint" not in err  # the first epoch failed: there is no good one
@@ -152,7 +125,7 @@ def test_non_finite_final_metric_exits_non_zero_and_the_run_is_not_finished(
 
     monkeypatch.setattr(RatingEvaluator, "__call__", nan_on_test)
     out = tmp_path / "run"
-    assert main(["run", "mf", *_sets(QUICK), "--out", str(out)]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("embreg: error: the run's final test_rmse is nan; the model's weights are finite"), err
     assert err.count("\n") == 1
@@ -174,7 +147,7 @@ def _diverge_on_calls(monkeypatch, diverging: set[int]) -> None:
         if index not in diverging:
             return single(recipe, out_dir, **kwargs)
         with pytest.MonkeyPatch.context() as patch:
-            _poison_last_step(patch)
+            poison_last_step(patch)
             return single(recipe, out_dir, **kwargs)
 
     monkeypatch.setattr(run, "run_single", trial)
@@ -187,7 +160,7 @@ def test_sweep_with_one_diverging_trial_completes_and_counts_it(tmp_path, capsys
     monkeypatch.setattr(optuna, "create_study", lambda **kw: studies.append(create(**kw)) or studies[-1])
     _diverge_on_calls(monkeypatch, {1})
     out = tmp_path / "sweep"
-    assert main(["sweep", "mf", "--trials", "3", *_sets(QUICK), "--out", str(out)]) == 0
+    assert main(["sweep", "mf", "--trials", "3", *set_args(QUICK), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "1 of 3 trials failed (training diverged)" in printed and "best val_rmse = " in printed
     states = [trial.state for trial in studies[0].trials]
@@ -205,7 +178,7 @@ def test_sweep_whose_every_trial_diverges_exits_non_zero(tmp_path, capsys, resto
     pytest.importorskip("optuna")
     _diverge_on_calls(monkeypatch, {0, 1})
     out = tmp_path / "sweep"
-    assert main(["sweep", "mf", "--trials", "2", *_sets(QUICK), "--out", str(out)]) == 2
+    assert main(["sweep", "mf", "--trials", "2", *set_args(QUICK), "--out", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-1].startswith("embreg: error: all 2 trials of the sweep failed"), err
     assert not (out / "best.yaml").exists() and (out / "trials.csv").exists()

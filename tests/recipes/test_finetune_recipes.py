@@ -24,14 +24,6 @@ COMPARISON = {
 FINETUNE_TASKS = {"classification", "regression"}
 
 
-@pytest.fixture
-def restore_threads():
-    """Runs set torch's thread count from ``train.threads``; put it back afterwards."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 def test_the_comparison_recipes_ship_and_differ_only_in_the_regulariser() -> None:
     shipped = list_recipes()
     base = load_recipe("ft-reviews")

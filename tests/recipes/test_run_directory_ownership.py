@@ -17,12 +17,9 @@ from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import check_resume, epochs_change_problem, extends_finished_run, refused_differences
 from embreg.recipes.run import run_seeds, run_single
 from embreg.train.run_dir import RUN_ENTRIES, RUN_RECORD, RunDirectory, RunDirectoryInUseError
+from tests.helpers.recipes import set_args
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "train.threads=1"]
-
-
-def _sets(overrides: list[str]) -> list[str]:
-    return [x for s in overrides for x in ("--set", s)]
 
 
 def _snapshot(path) -> dict[str, tuple[int, bytes]]:
@@ -32,11 +29,7 @@ def _snapshot(path) -> dict[str, tuple[int, bytes]]:
     }
 
 
-@pytest.fixture(autouse=True)
-def restore_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("restore_threads")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +64,7 @@ def test_a_new_run_into_another_runs_directory_is_refused_naming_its_files_and_b
 ):
     out = _copy(finished_run, tmp_path)
     before = _snapshot(out)
-    assert main(["run", "mf", *_sets(QUICK), "--set", "train.lr=0.01", "--out", str(out)]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--set", "train.lr=0.01", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"embreg: error: run directory {out} already holds another run's files (")
     for name in ("config.yaml", "metrics.json", "history.jsonl", "last.safetensors"):
@@ -88,7 +81,7 @@ def test_a_new_run_into_another_runs_directory_is_refused_naming_its_files_and_b
 def test_overwrite_empties_the_directory_first(two_seed_run, tmp_path, capsys):
     out = _copy(two_seed_run, tmp_path)
     assert {"seed-0", "seed-1", "summary.json"} <= {p.name for p in out.iterdir()}
-    assert main(["run", "mf", *_sets(QUICK), "--set", "train.lr=0.01", "--out", str(out), "--overwrite"]) == 0
+    assert main(["run", "mf", *set_args(QUICK), "--set", "train.lr=0.01", "--out", str(out), "--overwrite"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [
             "backends.json",
@@ -120,7 +113,7 @@ def test_overwrite_never_empties_a_directory_holding_files_no_run_writes(tmp_pat
     with pytest.raises(RunDirectoryInUseError, match=r"refuses to empty .*notes\.txt, project/.*Nothing was deleted"):
         RunDirectory(home).claim(overwrite=True)
     assert _snapshot(home) == before and (home / "project").is_dir()
-    assert main(["run", "mf", *_sets(QUICK), "--out", str(home), "--overwrite"]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--out", str(home), "--overwrite"]) == 2
     assert _snapshot(home) == before
 
 
@@ -160,7 +153,7 @@ def test_resume_with_a_changed_config_is_refused_before_anything_is_written(
     if stored is None:  # the recipe's own value
         section, name = key.split(".")
         stored = json.dumps(getattr(getattr(load_recipe("mf", QUICK), section), name))
-    assert main(["run", "mf", *_sets(QUICK), "--set", override, "--out", str(out), "--resume"]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--set", override, "--out", str(out), "--resume"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"embreg: error: cannot resume {out}: the run there differs from this one in {key}: ")
     assert f"{now} now" in err and (stored in err)
@@ -198,7 +191,7 @@ def test_a_different_world_size_is_refused(finished_run, tmp_path, capsys):
     (out / RUN_RECORD).write_text(json.dumps({"layout": "single", "world_size": 2}))  # as a 2-rank run writes it
     (out / "metrics.json").unlink()
     before = _snapshot(out)
-    assert main(["run", "mf", *_sets(QUICK), "--out", str(out), "--resume"]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--out", str(out), "--resume"]) == 2
     assert "world size: 2 process(es) trained the run, 1 now" in capsys.readouterr().err
     assert _snapshot(out) == before
 
@@ -207,7 +200,7 @@ def test_resume_with_more_epochs_extends_a_finished_run(finished_run, tmp_path, 
     out = _copy(finished_run, tmp_path)
     first = json.loads((out / "metrics.json").read_text())
     assert first["epochs_run"] == 1
-    sets = _sets([s for s in QUICK if not s.startswith("train.epochs")])
+    sets = set_args([s for s in QUICK if not s.startswith("train.epochs")])
     assert main(["run", "mf", *sets, "--set", "train.epochs=3", "--out", str(out), "--resume"]) == 0
     extended = json.loads((out / "metrics.json").read_text())
     assert extended["epochs_run"] == 3 and extended["wall_seconds"] != first["wall_seconds"]
@@ -243,12 +236,12 @@ def test_fewer_epochs_on_resume_are_refused(finished_run):
 def test_seeds_resume_with_a_changed_config_is_refused(two_seed_run, tmp_path, capsys):
     out = _copy(two_seed_run, tmp_path)
     before = _snapshot(out)
-    args = ["run", "mf", *_sets(QUICK), "--seeds", "3", "--out", str(out), "--resume"]
+    args = ["run", "mf", *set_args(QUICK), "--seeds", "3", "--out", str(out), "--resume"]
     assert main([*args, "--set", "train.lr=0.05"]) == 2
     assert "train.lr: " in capsys.readouterr().err
     assert _snapshot(out) == before and not (out / "seed-2").exists()
     # a single-seed resume of a multi-seed directory is refused too
-    assert main(["run", "mf", *_sets(QUICK), "--out", str(out), "--resume"]) == 2
+    assert main(["run", "mf", *set_args(QUICK), "--out", str(out), "--resume"]) == 2
     assert "it holds a multi-seed run" in capsys.readouterr().err
     assert _snapshot(out) == before
 

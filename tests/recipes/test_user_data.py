@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from embreg.cli import main
-from embreg.data.user_files import file_sha256
+from embreg.data.cache import sha256_file
 from embreg.errors import ConfigError, DataError
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
@@ -34,7 +34,7 @@ def _unique_rows(n=400, seed=0):
 def test_a_user_file_run_names_the_file_and_its_sha256_not_the_dataset(tmp_path):
     rows = _unique_rows()
     path = _ratings(tmp_path / "mine.csv", rows + [rows[0], rows[5]])  # two duplicates, resolved by mean
-    digest = file_sha256(path)
+    digest = sha256_file(path)
     recipe = load_recipe("mf", QUICK + [f"data.path={tmp_path}/./mine.csv", "data.duplicates=mean"])
     run_single(recipe, tmp_path / "run")
     report = (tmp_path / "run" / "report.md").read_text()
@@ -69,7 +69,7 @@ def test_a_dataset_run_reports_its_dataset(tmp_path):
 def test_the_recipe_names_the_file_where_data_path_overrides_its_dataset(tmp_path):
     path = _ratings(tmp_path / "mine.csv", _unique_rows(20))
     recipe = load_recipe("bpr", [f"data.path={path}"])
-    assert recipe.data.dataset == "file" and recipe.data.sha256 == file_sha256(path)
+    assert recipe.data.dataset == "file" and recipe.data.sha256 == sha256_file(path)
     assert "MovieLens" not in recipe.description and "mine.csv" in recipe.description
     own = tmp_path / "own.yaml"
     own.write_text(f"name: own\ndescription: my BPR on my clicks\ntask: ranking\ndata: {{path: {path}}}\n")

@@ -14,8 +14,8 @@ from embreg.regularizers.base import standard_objective
 from embreg.train.batches import TensorBatches
 from embreg.train.checkpoint import load_checkpoint
 from embreg.train.finite import check_final_metrics, non_finite_parameters
-from embreg.train.trainer import LAST_CHECKPOINT, Trainer
-from tests.helpers.trainers import tiny_mf_trainer
+from embreg.train.trainer import LAST_CHECKPOINT
+from tests.helpers.trainers import poison_last_step, tiny_mf_trainer
 
 
 def _trainer(data, run_dir: Path | None, objective=standard_objective, epochs: int = 3):
@@ -55,22 +55,8 @@ def test_divergence_without_a_run_directory_names_no_checkpoint(synthetic_rating
     assert "checkpoint" not in str(info.value)
 
 
-def _poison_last_step(monkeypatch) -> None:
-    """After the run's very last optimizer step, a weight becomes NaN (no later step would see its loss)."""
-    step = Trainer._step_on_device
-
-    def poisoned(self, batch, epoch):
-        result = step(self, batch, epoch)
-        if self.step == self.epochs * len(self.batches):
-            with torch.no_grad():
-                next(self.model.parameters()).fill_(math.nan)
-        return result
-
-    monkeypatch.setattr(Trainer, "_step_on_device", poisoned)
-
-
 def test_nan_weights_after_the_last_step_are_a_training_error(tmp_path, synthetic_ratings, monkeypatch):
-    _poison_last_step(monkeypatch)
+    poison_last_step(monkeypatch)
     run_dir = tmp_path / "run"
     with pytest.raises(TrainingError, match=r"weights became non-finite in epoch 1 .*last good checkpoint is"):
         _trainer(synthetic_ratings, run_dir, epochs=2).fit()

@@ -18,14 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import stat
 from pathlib import Path
 from typing import Any
 
+from embreg.data.cache import sha256_file
 from embreg.errors import DataError
 
-__all__ = ["check_regular_file", "file_sha256", "describe_file", "resolved_path", "FLOAT32_MAX"]
+__all__ = ["check_regular_file", "describe_file", "resolved_path", "FLOAT32_MAX"]
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: a value beyond it would become ``inf`` in the tensors a model trains on."""
@@ -78,15 +78,6 @@ def check_regular_file(path: str | Path, what: str) -> Path:
     return file
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """The hex sha256 of the file's bytes (read in ``chunk``-byte pieces)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def describe_file(path: str | Path) -> dict[str, Any]:
     """``{"path": resolved path, "bytes": size, "sha256": hex digest}`` of a regular file.
 
@@ -94,4 +85,4 @@ def describe_file(path: str | Path) -> dict[str, Any]:
         DataError: as :func:`check_regular_file`.
     """
     file = check_regular_file(path, "data file")
-    return {"path": str(resolved_path(file)), "bytes": file.stat().st_size, "sha256": file_sha256(file)}
+    return {"path": str(resolved_path(file)), "bytes": file.stat().st_size, "sha256": sha256_file(file)}

@@ -24,8 +24,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from embreg.data.cache import sha256_file
 from embreg.data.splits import min_split_rows
-from embreg.data.user_files import describe_file, file_sha256, resolved_path
+from embreg.data.user_files import describe_file, resolved_path
 from embreg.errors import ConfigError, DataError
 
 __all__ = [
@@ -66,7 +67,7 @@ def resolve_data_file(data: Any) -> None:
             raise ConfigError(f"data.sha256={data.sha256!r} must be 64 hexadecimal digits (a sha256)")
         data.sha256 = digest
     elif path.is_file():
-        data.sha256 = file_sha256(path)
+        data.sha256 = sha256_file(path)
 
 
 def checked_file(data: Any) -> dict[str, Any]:

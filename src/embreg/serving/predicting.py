@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.serving.vocabulary import UNKNOWN
+from embreg.serving.vocabulary import UNKNOWN, IdVocabulary
 
 if TYPE_CHECKING:
     from embreg.serving.trained_run import Prediction, TrainedRun
@@ -167,9 +167,7 @@ def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     codes = np.zeros((len(frame), len(fields)), np.int64)
     known = np.ones(len(frame), bool)
     for j, name in enumerate(fields):
-        value_codes, uniques = pd.factorize(frame[name])  # each distinct value is normalised once; missing -> ""
-        text = pd.Series(np.append(np.asarray(uniques, dtype=object), "")).map(str).str.strip().to_numpy(object)
-        found = vocabularies[name].indices(text)[value_codes]
+        found = _field_indices(vocabularies[name], frame[name])
         known &= found != UNKNOWN
         codes[:, j] = np.where(found == UNKNOWN, 0, found)
     dense = np.zeros((len(frame), len(d.dense_cols)), np.float64)
@@ -184,6 +182,35 @@ def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     probability = torch.sigmoid(_outputs(run, inputs)).numpy()
     rate = float(run.prepared.part("train").labels.mean())
     return _finish(run, frame, known, {"click_probability": probability}, {"click_probability": rate}, unknown)
+
+
+def _field_indices(vocabulary: IdVocabulary, values: pd.Series) -> np.ndarray:
+    """``(N,)`` index of each value of one categorical field as the click reader normalises it (text, stripped;
+    missing -> ``""``), :data:`UNKNOWN` where the value was never seen in training.
+
+    A column of Arrow strings (what pandas reads text into) is first looked up as it is, in one Arrow hash pass;
+    only the values not found that way (padded, missing, or unknown) go through the normalising path. A value found
+    as it is needs no normalising, since every vocabulary label is already stripped text.
+    """
+    exact = None
+    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow":
+        import pyarrow.compute as pc
+
+        hits = pc.index_in(values.array._pa_array, value_set=vocabulary.arrow_labels())
+        exact = hits.to_numpy(zero_copy_only=False)  # float with NaN where not found
+        missed = np.isnan(exact)
+        if not missed.any():
+            return exact.astype(np.int64)
+        found = exact.copy()
+        found[missed] = _normalised_indices(vocabulary, values[missed])
+        return found.astype(np.int64)
+    return _normalised_indices(vocabulary, values)
+
+
+def _normalised_indices(vocabulary: IdVocabulary, values: pd.Series) -> np.ndarray:
+    value_codes, uniques = pd.factorize(values)  # each distinct value is normalised once; missing -> ""
+    text = pd.Series(np.append(np.asarray(uniques, dtype=object), "")).map(str).str.strip().to_numpy(object)
+    return vocabulary.indices(text)[value_codes]
 
 
 def _texts(run: TrainedRun, rows: Any) -> Prediction:

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -40,6 +42,7 @@ class IdVocabulary:
         self._index = pd.Index(_as_text(self.labels))
         # integer ids (ML-100k's, or a file's canonical integers) are also looked up as integers: no text needed
         self._numbers = pd.Index(self.labels) if np.issubdtype(self.labels.dtype, np.integer) else None
+        self._arrow: Any = None
         self._first: int | None = None  # ids first..first+N-1 in order (ML-100k's): an index is an offset
         if self._numbers is not None and len(self.labels):
             first = int(self.labels[0])
@@ -48,6 +51,14 @@ class IdVocabulary:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def arrow_labels(self) -> Any:
+        """The labels' text as a ``pyarrow`` string array (made once), for Arrow lookups of string columns."""
+        if self._arrow is None:
+            import pyarrow as pa
+
+            self._arrow = pa.array(self._index.to_numpy(dtype=object), type=pa.string())
+        return self._arrow
 
     def __repr__(self) -> str:
         return f"IdVocabulary({self.kind!r}, {len(self)} ids)"

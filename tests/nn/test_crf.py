@@ -190,6 +190,9 @@ def test_path_score_is_vectorised_over_the_batch() -> None:
     tags = torch.tensor([[0, 2, 1], [1, 1, 0]])
     trans, start, end = crf.scores()
     got = crf_path_score(emissions, tags, mask, trans, start, end)
-    want = [_path_score(emissions[0], (0, 2, 1), trans, start, end), _path_score(emissions[1, :2], (1, 1), trans, start, end)]
+    want = [
+        _path_score(emissions[0], (0, 2, 1), trans, start, end),
+        _path_score(emissions[1, :2], (1, 1), trans, start, end),
+    ]
     torch.testing.assert_close(got, torch.stack(want))
     assert crf_log_partition(emissions, mask, trans, start, end).shape == (2,)

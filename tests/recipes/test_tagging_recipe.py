@@ -59,7 +59,12 @@ def test_a_malformed_line_is_an_error_naming_file_and_line(tmp_path: Path, capsy
     lines = train.read_text().splitlines()
     lines[4] = "broken"
     train.write_text("\n".join(lines))
-    assert main(["run", "tagging-bilstm-crf", *set_args([*files, *QUICK, "data.sha256=null"]), "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(
+            ["run", "tagging-bilstm-crf", *set_args([*files, *QUICK, "data.sha256=null"]), "--out", str(tmp_path / "r")]
+        )
+        == 2
+    )
     assert "train.txt:5: 1 column(s) in 'broken'" in capsys.readouterr().err
 
 
@@ -81,8 +86,10 @@ def test_an_iob1_file_is_refused_under_bio_and_trains_under_none(tmp_path: Path)
     [
         (["data.valid_path=v.txt"], "data.valid_path needs data.path"),
         (["data.path={train}", "data.valid_path={train}"], "data.test_path is not"),
-        (["data.split=[0.6, 0.2, 0.2]", "data.path={train}", "data.valid_path={train}", "data.test_path={train}"],
-         "data.split=.* is unused"),
+        (
+            ["data.split=[0.6, 0.2, 0.2]", "data.path={train}", "data.valid_path={train}", "data.test_path={train}"],
+            "data.split=.* is unused",
+        ),
         (["data.tag_column=2"], "data.tag_column=2 is unused"),
         (["data.path={train}", "data.tag_column=0"], "token's column"),
         (["model.tag_scheme=bilou"], "tag_scheme"),

@@ -25,7 +25,9 @@ def test_hand_counted_precision_recall_f1() -> None:
     # a span with the right type but a wrong end counts as wrong
     assert span_scores([["B-PER", "I-PER"]], [["B-PER", "O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     assert span_scores([["O"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-    assert span_scores([["B-A", "O"]], [["B-A", "B-B"]]) == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3})
+    assert span_scores([["B-A", "O"]], [["B-A", "B-B"]]) == pytest.approx(
+        {"precision": 0.5, "recall": 1.0, "f1": 2 / 3}
+    )
     assert token_accuracy(gold, predicted) == pytest.approx(5 / 7)
 
 

@@ -69,7 +69,9 @@ def read_conll(path: str | Path, *, tag_column: int = -1) -> list[TaggedSentence
     def close() -> None:
         if tokens:
             sentences.append(TaggedSentence(list(tokens), list(tags), str(file), list(lines)))
-            tokens.clear(), tags.clear(), lines.clear()
+            tokens.clear()
+            tags.clear()
+            lines.clear()
 
     with file.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):

@@ -82,7 +82,11 @@ class BiLSTMCRF(nn.Module):
         self.embedding = nn.Embedding(num_tokens, emb_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
         self.lstm = nn.LSTM(
-            emb_dim, hidden_dim, num_layers=layers, batch_first=True, bidirectional=True,
+            emb_dim,
+            hidden_dim,
+            num_layers=layers,
+            batch_first=True,
+            bidirectional=True,
             dropout=dropout if layers > 1 else 0.0,
         )
         self.emissions = nn.Linear(2 * hidden_dim, len(tags))

@@ -40,6 +40,10 @@ class CRF(nn.Module):
         [-1, -1]
     """
 
+    start_allowed: torch.Tensor
+    transitions_allowed: torch.Tensor
+    end_allowed: torch.Tensor
+
     def __init__(
         self, num_tags: int, *, tags: Sequence[str] | None = None, scheme: str = "none", init_range: float = 0.1
     ) -> None:

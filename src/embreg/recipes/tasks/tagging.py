@@ -74,8 +74,10 @@ class TaggingDataConfig:
             raise ConfigError(f"data.{given[0]} needs data.path (the training file) as well")
         if len(given) == 1:
             missing = "test_path" if given == ["valid_path"] else "valid_path"
-            raise ConfigError(f"data.{given[0]} is set but data.{missing} is not: give both, or neither to split "
-                              "data.path by data.split")
+            raise ConfigError(
+                f"data.{given[0]} is set but data.{missing} is not: give both, or neither to split "
+                "data.path by data.split"
+            )
         if given and self.split != _DEFAULT_SPLIT:
             raise ConfigError(f"data.split={self.split} is unused: data.valid_path and data.test_path give the splits")
         for name in given:

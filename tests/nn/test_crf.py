@@ -196,3 +196,13 @@ def test_path_score_is_vectorised_over_the_batch() -> None:
     ]
     torch.testing.assert_close(got, torch.stack(want))
     assert crf_log_partition(emissions, mask, trans, start, end).shape == (2,)
+
+
+def test_half_precision_emissions_are_scored_in_float32() -> None:
+    crf = _crf(BIO, "bio", 12).float()
+    emissions, mask = _batch(crf.num_tags, [4, 2], seed=13)
+    tags = torch.tensor([[1, 2, 0, 3], [0, 1, 0, 0]])
+    low = emissions.to(torch.bfloat16)
+    ll = crf(low, tags, mask)
+    assert ll.dtype == torch.float32
+    torch.testing.assert_close(ll, crf(low.float(), tags, mask))

@@ -78,25 +78,30 @@ class CRF(nn.Module):
             constrain(self.end_transitions, self.end_allowed),
         )
 
-    def _check(self, emissions: torch.Tensor) -> None:
+    def _checked(self, emissions: torch.Tensor) -> torch.Tensor:
+        """``emissions`` checked for shape; half-precision ones (autocast) in float32, since the path score and
+        ``log Z`` sum over the whole sequence and their difference is the log-likelihood."""
         if emissions.dim() != 3 or emissions.shape[-1] != self.num_tags:
             raise ConfigError(f"emissions must be (B, T, {self.num_tags}), got shape {tuple(emissions.shape)}")
+        if emissions.dtype in (torch.float16, torch.bfloat16):
+            return emissions.float()
+        return emissions
 
     def forward(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``log p(tags | emissions)`` per sequence, ``(B,)``."""
-        self._check(emissions)
+        emissions = self._checked(emissions)
         transitions, start, end = self.scores()
         return crf_log_likelihood(emissions, tags, mask, transitions, start, end)
 
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``log Z`` per sequence, ``(B,)``."""
-        self._check(emissions)
+        emissions = self._checked(emissions)
         transitions, start, end = self.scores()
         return crf_log_partition(emissions, mask, transitions, start, end)
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The Viterbi path of every sequence, ``(B, T)`` (``-1`` at padded steps); never a disallowed one."""
-        self._check(emissions)
+        emissions = self._checked(emissions)
         transitions, start, end = self.scores()
         return viterbi_decode(emissions, mask, transitions, start, end)[1]
 

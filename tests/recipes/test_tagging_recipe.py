@@ -113,3 +113,14 @@ def test_the_silver_reviews_run_under_iobes_and_the_decodes_are_valid() -> None:
     decoded = built.model.decode(tensors)
     for row, n in zip(decoded.tolist(), tensors["mask"].sum(dim=1).tolist(), strict=True):
         assert invalid_transition([corpus.tags[i] for i in row[:n]], "iobes") is None
+
+
+def test_one_file_is_split_by_data_split_and_a_tiny_one_is_refused(tmp_path: Path) -> None:
+    train = write_conll_splits(tmp_path, sizes=(40, 1, 1))["train"]
+    built = build_run(load_recipe("tagging-bilstm-crf", [f"data.path={train}", "data.split=[0.5, 0.25, 0.25]", *QUICK]))
+    sizes = {split: len(s) for split, s in built.prepared.corpus.splits.items()}
+    assert sizes == {"train": 20, "valid": 10, "test": 10}
+    (tmp_path / "tiny").mkdir()
+    tiny = write_conll_splits(tmp_path / "tiny", sizes=(2, 1, 1))["train"]
+    with pytest.raises(DataError, match="2 data row"):
+        build_run(load_recipe("tagging-bilstm-crf", [f"data.path={tiny}", *QUICK]))

@@ -29,7 +29,6 @@ from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
 from embreg.nn.connections import (
     CONNECTIONS,
-    ConnectedLayer,
     HighwayLayer,
     ResidualLayer,
     check_connection,
@@ -104,9 +103,9 @@ class ConnectedLSTMLayer(LSTMLayer):
         ``x (B, T, I_l)`` -> ``out (B, T, H_l)`` and the final ``(h, c)``, each ``(1, B, H_l)``.
     """
 
-    connection: ConnectedLayer  # set through __dict__ (borrowed)
+    connection: ResidualLayer | HighwayLayer  # set through __dict__ (borrowed)
 
-    def __init__(self, rnns: nn.ModuleList, index: int, connection: ConnectedLayer) -> None:
+    def __init__(self, rnns: nn.ModuleList, index: int, connection: ResidualLayer | HighwayLayer) -> None:
         super().__init__(rnns, index)
         self.__dict__["connection"] = connection
 
@@ -118,7 +117,7 @@ class ConnectedLSTMLayer(LSTMLayer):
         twice_differentiable: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         out, new_state = super().forward(x, state, unroll, twice_differentiable)
-        return self.connection.connect(x, out), new_state  # type: ignore[operator]
+        return self.connection.connect(x, out), new_state
 
 
 class LSTMLanguageModelStack(LayerStack):
@@ -280,7 +279,9 @@ class LSTMLanguageModel(nn.Module):
             self.stack_layers = nn.ModuleList(
                 [LSTMLayer(self.rnns, 0)]
                 + [
-                    ConnectedLSTMLayer(self.rnns, layer, cast(ConnectedLayer, self.connections[layer - 1]))
+                    ConnectedLSTMLayer(
+                        self.rnns, layer, cast(ResidualLayer | HighwayLayer, self.connections[layer - 1])
+                    )
                     for layer in range(1, len(rnns))
                 ]
             )

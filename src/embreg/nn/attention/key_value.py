@@ -67,7 +67,7 @@ def key_value_attention(
     scores = torch.tanh(past + (keys @ w_current.T).unsqueeze(2)) @ v  # (B, T, L)
     valid = _windows(mask.bool().unsqueeze(-1), window).squeeze(-1)  # (B, T, L); False before the start
     weights = masked_softmax(scores, valid)
-    context = (weights.unsqueeze(-1) * _windows(values, window)).sum(2)
+    context = (weights.unsqueeze(-2) @ _windows(values, window)).squeeze(-2)
     return context, weights
 
 

@@ -72,6 +72,28 @@ def test_default_models_keep_their_state_dict_keys_and_outputs() -> None:
     assert torch.equal(lm(LM_BATCH).predictions, plain(LM_BATCH).predictions)
 
 
+def test_default_models_give_the_outputs_they_gave_before_the_setting_existed() -> None:
+    """Readings taken with the code before ``connections`` existed (same seeds, same draws): bit for bit on this
+    machine; the tolerance only absorbs other BLAS builds."""
+    torch.manual_seed(0)
+    lm = LSTMLanguageModel.build(50, 8, 12, 3, q_input=0.3, q_hidden=0.3).train()
+    batch = {"input": torch.randint(0, 50, (2, 6)), "target": torch.randint(0, 50, (2, 6))}
+    torch.manual_seed(1)
+    lm_out = lm(batch).predictions.detach()
+    torch.manual_seed(0)
+    ncf = NCF(nn.Embedding(5, 8), nn.Embedding(6, 8), dropout=0.2).train()
+    torch.manual_seed(1)
+    ncf_out = ncf({"user": torch.tensor([0, 1]), "item": torch.tensor([2, 3])}).predictions.detach()
+    torch.manual_seed(0)
+    dlrm = DLRM([nn.Embedding(5, 4), nn.Embedding(7, 4)], num_dense=3)
+    dlrm_out = dlrm({"categorical": torch.tensor([[0, 6], [4, 1]]), "dense": torch.ones(2, 3)}).predictions.detach()
+    expected_lm = [0.005104828625917435, 0.012303669936954975, 0.002771941479295492, 0.0015765370335429907]
+    assert torch.allclose(lm_out.flatten()[:4], torch.tensor(expected_lm), atol=1e-6)
+    assert lm_out.double().sum().item() == pytest.approx(-2.1884496302627667, abs=1e-5)
+    assert torch.allclose(ncf_out, torch.tensor([-0.12293297052383423, 0.6039940714836121]), atol=1e-6)
+    assert torch.allclose(dlrm_out, torch.tensor([-0.0393497571349144, -0.0008832450839690864]), atol=1e-6)
+
+
 # --------------------------------------------------------------------------------------------------- built models
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_connection_changes_the_models_and_their_stacks_rerun_the_forward(kind: str) -> None:

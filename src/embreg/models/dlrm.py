@@ -85,6 +85,7 @@ class DLRM(nn.Module):
         bag_embeddings: one module per multi-valued field, ids (B, L) -> (B, D).
         bottom_mlp: hidden widths of the bottom MLP before its last layer (which outputs D).
         top_mlp: hidden widths of the top MLP before its output layer (which outputs 1).
+        connections: layer connections of the hidden layers of both MLPs (:func:`embreg.models.mlp.mlp`).
         negative_slope: LeakyReLU slope of both MLPs.
         field_transforms: one ids -> ids module (or ``None``) per single-valued field, applied in training to that
             field's column (e.g. :class:`embreg.sse.SSE` over the field's own ids; sse-stochastic-shared-embeddings.txt,
@@ -126,6 +127,7 @@ class DLRM(nn.Module):
         field_transforms: Sequence[nn.Module | None] = (),
         bag_transforms: Sequence[nn.Module | None] = (),
         bag_padding: Sequence[int | None] = (),
+        connections: str = "none",
     ) -> None:
         super().__init__()
         if not embeddings and not bag_embeddings:
@@ -149,10 +151,22 @@ class DLRM(nn.Module):
         ):
             raise ValueError(f"bag_padding needs one padding id (or None) per bag field, got {list(bag_padding)}")
         self.bag_padding = list(bag_padding)
-        self.bottom = mlp(num_dense, [*bottom_mlp, dim], negative_slope=negative_slope) if num_dense else None
+        if connections != "none" and not num_dense and not top_mlp:
+            raise ValueError(
+                f"connections={connections!r} has no layer to connect: no dense features (no bottom MLP) and no "
+                "hidden layer in the top MLP"
+            )
+        self.bottom = (
+            mlp(num_dense, [*bottom_mlp, dim], negative_slope=negative_slope, connections=connections)
+            if num_dense
+            else None
+        )
         num_vectors = len(self.embeddings) + len(self.bag_embeddings) + (1 if num_dense else 0)
         top_in = num_vectors * (num_vectors - 1) // 2 + (dim if num_dense else 0)
-        self.top = mlp(top_in, [*top_mlp, 1], negative_slope=negative_slope, last_activation=False)
+        top_connections = connections if top_mlp else "none"  # the output layer alone has nothing to connect
+        self.top = mlp(
+            top_in, [*top_mlp, 1], negative_slope=negative_slope, last_activation=False, connections=top_connections
+        )
         blocks = [SequentialSlice(self.top, start, stop) for start, stop in linear_block_bounds(self.top)[:-1]]
         self.stack_layers = nn.ModuleList(
             [InteractionLayer(num_vectors, dense=bool(num_dense), block=blocks[0] if blocks else None), *blocks[1:]]
@@ -267,6 +281,9 @@ class DLRMConfig:
         init_std, init: how the embedding tables start; the linear layers start uniform Xavier with zero biases.
         bottom_mlp: hidden widths of the bottom MLP on the dense features (its last layer outputs ``dim``).
         top_mlp: hidden widths of the top MLP (its last layer outputs the logit).
+        connections: layer connections of both MLPs' hidden layers, ``none`` (the plain MLPs), ``residual``,
+            ``highway`` or ``dense`` (nlp-best-practices.txt, "Layer connections"; :func:`embreg.models.mlp.mlp`);
+            the top MLP's output layer stays plain.
     """
 
     dim: int = 16
@@ -274,6 +291,7 @@ class DLRMConfig:
     init: Literal["normal", "xavier_uniform"] = "normal"
     bottom_mlp: list[int] = field(default_factory=lambda: [64])
     top_mlp: list[int] = field(default_factory=lambda: [64, 32])
+    connections: Literal["none", "residual", "highway", "dense"] = "none"
 
     def __post_init__(self) -> None:
         if self.dim < 1 or any(width < 1 for width in self.bottom_mlp + self.top_mlp):
@@ -305,6 +323,11 @@ def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
     request = TableRequest(
         frequencies, dim=config.dim, init=config.init, init_std=config.init_std, layout="fields", bag_fields=bag_fields
     )
+    if config.connections != "none" and not config.top_mlp and not table.dense_names:
+        raise ConfigError(
+            f"model.connections={config.connections!r}: model 'dlrm' has no layer to connect (no dense features for "
+            "a bottom MLP and model.top_mlp is empty); use connections: none or give top_mlp widths"
+        )
     tables, plan = context.tables(request)
     dim = config.dim if plan is None else plan.base_dim
     return DLRM(
@@ -317,4 +340,5 @@ def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
         field_transforms=[context.transforms.get(f"{FIELD_KIND}:{name}") for name in table.field_names],
         bag_transforms=[context.transforms.get(f"{FIELD_KIND}:{name}") for name in table.bag_names],
         bag_padding=[table.bag_padding(g) for g in range(len(table.bag_names))],
+        connections=config.connections,
     )

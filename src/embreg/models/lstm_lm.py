@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,13 @@ from embreg.models.single_table import recipe_table
 from embreg.models.step_key import step_key
 from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.nn import DropoutSite, EmbeddingDropout, LockedDropout, TiedOutput, WeightDrop
+from embreg.nn.connections import (
+    CONNECTIONS,
+    HighwayLayer,
+    ResidualLayer,
+    check_connection,
+    dense_input,
+)
 from embreg.nn.layer_stack import LayerStack, check_layer_index
 from embreg.registry import register
 
@@ -86,13 +93,42 @@ class LSTMLayer(nn.Module):
         return f"index={self.index}"
 
 
+class ConnectedLSTMLayer(LSTMLayer):
+    """An :class:`LSTMLayer` with a residual or highway connection around it (nlp-best-practices.txt, "Layer
+    connections"): its output is ``connection.connect(x, LSTM(x))``; the returned ``(h, c)`` is the LSTM's own.
+
+    The connection is borrowed like ``rnns`` (its parameters are registered under the model's ``connections``).
+
+    Shapes:
+        ``x (B, T, I_l)`` -> ``out (B, T, H_l)`` and the final ``(h, c)``, each ``(1, B, H_l)``.
+    """
+
+    connection: ResidualLayer | HighwayLayer  # set through __dict__ (borrowed)
+
+    def __init__(self, rnns: nn.ModuleList, index: int, connection: ResidualLayer | HighwayLayer) -> None:
+        super().__init__(rnns, index)
+        self.__dict__["connection"] = connection
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor],
+        unroll: bool = False,
+        twice_differentiable: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        out, new_state = super().forward(x, state, unroll, twice_differentiable)
+        return self.connection.connect(x, out), new_state
+
+
 class LSTMLanguageModelStack(LayerStack):
     """The layer stack of an :class:`LSTMLanguageModel` (lnsr-noise-stability-bert.txt, Sec. 3.1).
 
     ``h_0`` is the embedded words after the input (locked) dropout ``(B, T, E)``; layer ``l`` is LSTM ``l``
     followed, below the top layer, by the locked dropout between layers, so ``h_l`` ``(B, T, H_l)`` is the next
     layer's input and ``h_L`` is the last LSTM's output (before the output dropout); :meth:`predict` applies the
-    output dropout, the optional projection and the decoder -> logits ``(B, T, V)``.
+    output dropout, the optional projection and the decoder -> logits ``(B, T, V)``. With ``connections: dense``
+    ``h_l`` is the concatenation ``[h_0; dropped outputs of layers 1..l]`` that layer ``l + 1`` reads; with
+    ``residual`` / ``highway`` the connection is part of layer ``l`` (``l >= 2``).
 
     Recurrent state: the LM carries its state across BPTT windows, so layer ``l`` is run from the initial state the
     window's forward pass used for it (recorded by the forward pass, detached; the learned initial state when the
@@ -125,7 +161,7 @@ class LSTMLanguageModelStack(LayerStack):
         out, _ = model.stack_layers[index - 1](
             hidden, state, model.unroll and grad, model.twice_differentiable and grad
         )
-        return model.hidden_dropout(out) if index < self.num_layers else out
+        return model.next_input(hidden, out) if index < self.num_layers else out
 
     def predict(self, last_hidden: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model.decode(last_hidden)
@@ -164,7 +200,14 @@ class LSTMLanguageModel(nn.Module):
         q_embedding, q_input, q_hidden, q_output, q_weight: dropout probabilities in ``[0, 1)``.
         projection: optional module mapping the last layer's output to the decoder's input size (down-projection).
         tie: reuse ``embedding.weight`` as the softmax weight (then the decoder input size must be ``E``).
-        learn_init: learn the initial ``(h, c)`` of every layer instead of zeros.
+        learn_init: learn the initial ``(h, c)`` of every layer instead of zeros (nlp-best-practices.txt, "LSTM
+            tricks": learning the initial state).
+        connections: how the LSTM layers connect (nlp-best-practices.txt, "Layer connections";
+            :mod:`embreg.nn.connections`): ``"none"`` (stacked), ``"residual"`` or ``"highway"`` around every
+            layer above the first (a bias-free projection carries the input where the widths differ), or
+            ``"dense"`` (layer ``l`` reads the embedded words and the outputs of all layers below it,
+            ``rnns[l].input_size = E + H_0 + ... + H_{l-1}``). The between-layer dropout acts on each layer's
+            (connected) output before the next layer reads it.
         unroll: while gradients are recorded, run each layer with :func:`unrolled_lstm` (the same function as
             ``nn.LSTM``) instead of the fused kernel. Slower for plain training, but the analytic dropout
             regularisers, which differentiate the backward pass, are much cheaper on its graph (the recipes turn it
@@ -206,27 +249,44 @@ class LSTMLanguageModel(nn.Module):
         projection: nn.Module | None = None,
         tie: bool = True,
         learn_init: bool = False,
+        connections: str = "none",
         unroll: bool = False,
         twice_differentiable: bool = False,
         input_transform: nn.Module | None = None,
         label_transform: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        check_connection(connections)
         if not rnns:
             raise EmbregError("rnns is empty: the model needs at least one LSTM layer")
         for i, rnn in enumerate(rnns):
             if not isinstance(rnn, nn.LSTM) or rnn.num_layers != 1 or not rnn.batch_first or rnn.bidirectional:
                 raise EmbregError(f"rnns[{i}] must be a single-layer, batch-first, unidirectional nn.LSTM, got {rnn}")
         emb_dim = int(cast(int, embedding.embedding_dim))
-        if rnns[0].input_size != emb_dim:
-            raise EmbregError(f"rnns[0].input_size={rnns[0].input_size} must equal the embedding dim {emb_dim}")
+        _check_input_sizes(rnns, emb_dim, connections)
         self.vocab_size = int(cast(int, embedding.num_embeddings))
         self.embedding = EmbeddingDropout(embedding, q_embedding)
         self.input_dropout = LockedDropout(q_input)
         self.hidden_dropout = LockedDropout(q_hidden)
         self.output_dropout = LockedDropout(q_output)
         self.rnns = nn.ModuleList(WeightDrop(rnn, ["weight_hh_l0"], q_weight) for rnn in rnns)
-        self.stack_layers = nn.ModuleList(LSTMLayer(self.rnns, layer) for layer in range(len(rnns)))
+        self.connection_kind = connections
+        if connections in ("residual", "highway"):
+            kind = ResidualLayer if connections == "residual" else HighwayLayer
+            self.connections = nn.ModuleList(
+                kind(None, rnns[layer - 1].hidden_size, rnns[layer].hidden_size) for layer in range(1, len(rnns))
+            )
+            self.stack_layers = nn.ModuleList(
+                [LSTMLayer(self.rnns, 0)]
+                + [
+                    ConnectedLSTMLayer(
+                        self.rnns, layer, cast(ResidualLayer | HighwayLayer, self.connections[layer - 1])
+                    )
+                    for layer in range(1, len(rnns))
+                ]
+            )
+        else:
+            self.stack_layers = nn.ModuleList(LSTMLayer(self.rnns, layer) for layer in range(len(rnns)))
         self.projection = projection
         decoder_in = rnns[-1].hidden_size
         if projection is not None:
@@ -264,6 +324,7 @@ class LSTMLanguageModel(nn.Module):
         tie: bool = True,
         init_range: float = 0.1,
         embedding: nn.Module | None = None,
+        connections: str = "none",
         **kwargs,
     ) -> LSTMLanguageModel:
         """Builds the parts: ``nn.Embedding`` (uniform in ``+-init_range``), ``layers`` LSTMs, optional projection.
@@ -272,7 +333,8 @@ class LSTMLanguageModel(nn.Module):
         else ``hidden_dim``; ``proj_dim`` adds a bias-free ``Linear(hidden_dim, proj_dim)`` before the softmax.
         ``embedding``: a table to use instead of the ``nn.Embedding`` (e.g. a
         :class:`~embreg.embeddings.MixedDimensionEmbedding` of ``vocab_size`` rows at ``emb_dim``; tied, the softmax
-        reads its projected rows). Other keyword arguments (dropout probabilities, ``input_transform``,
+        reads its projected rows). ``connections``: see the class; with ``"dense"`` each LSTM is built as wide as
+        the states it reads. Other keyword arguments (dropout probabilities, ``input_transform``,
         ``label_transform``, ...) go to the constructor.
         """
         if min(vocab_size, emb_dim, hidden_dim, layers) < 1:
@@ -292,10 +354,10 @@ class LSTMLanguageModel(nn.Module):
             )
         last = emb_dim if tie and proj_dim is None else hidden_dim
         sizes = [hidden_dim] * (layers - 1) + [last]
-        inputs = [emb_dim] + sizes[:-1]
+        inputs = _input_sizes(emb_dim, sizes, check_connection(connections))
         rnns = [nn.LSTM(i, h, batch_first=True) for i, h in zip(inputs, sizes)]
         projection = nn.Linear(last, proj_dim, bias=False) if proj_dim is not None else None
-        return cls(embedding, rnns, projection=projection, tie=tie, **kwargs)
+        return cls(embedding, rnns, projection=projection, tie=tie, connections=connections, **kwargs)
 
     # ------------------------------------------------------------------------------------------------ state
     def initial_state(self, batch_size: int) -> State:
@@ -403,13 +465,19 @@ class LSTMLanguageModel(nn.Module):
             new_state.append((h, c))
             if layer < last:
                 hidden[f"hidden.{layer}"] = out
-                x = self.hidden_dropout(out)
+                x = self.next_input(x, out)
                 states.append(x)
             else:
                 hidden["output"] = out
                 states.append(out)
         hidden.update(hidden_states_dict(states))
         return ModelOutput(predictions=self.decode(out), hidden=hidden), new_state
+
+    def next_input(self, layer_input: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """What the next layer reads: the between-layer dropout of ``out``, concatenated after ``layer_input``
+        with dense connections (``[x^1; ...; x^l; h^l]``)."""
+        dropped = self.hidden_dropout(out)
+        return dense_input([layer_input, dropped]) if self.connection_kind == "dense" else dropped
 
     def decode(self, last_output: torch.Tensor) -> torch.Tensor:
         """Output dropout, projection (if any) and decoder: logits ``(B, T, V)`` from the last LSTM's output."""
@@ -460,6 +528,23 @@ class LSTMLanguageModel(nn.Module):
         return sites
 
 
+def _input_sizes(emb_dim: int, sizes: list[int], connections: str) -> list[int]:
+    """Each LSTM's input width: the previous layer's output, or with dense connections all states below it."""
+    if connections == "dense":
+        return [emb_dim + sum(sizes[:layer]) for layer in range(len(sizes))]
+    return [emb_dim] + sizes[:-1]
+
+
+def _check_input_sizes(rnns: Sequence[nn.LSTM], emb_dim: int, connections: str) -> None:
+    expected = _input_sizes(emb_dim, [rnn.hidden_size for rnn in rnns], connections)
+    for layer, (rnn, width) in enumerate(zip(rnns, expected)):
+        if rnn.input_size != width:
+            raise EmbregError(
+                f"rnns[{layer}].input_size={rnn.input_size} must be {width} (embedding dim {emb_dim}, "
+                f"connections={connections!r})"
+            )
+
+
 @dataclass
 class LSTMDropoutConfig:
     """Dropout probability per site (dropout-explicit-implicit-regularization.txt, Sec. 5.1 uses 0.4 on input,
@@ -486,7 +571,9 @@ class LSTMLanguageModelConfig:
         emb_dim, hidden_dim, layers: sizes (the last layer has ``emb_dim`` units when tied without projection).
         tie: tie input and output embeddings.
         proj_dim: down-projection before the softmax (``null``: none).
-        learn_init: learn the initial LSTM state.
+        learn_init: learn the initial LSTM state (nlp-best-practices.txt, "LSTM tricks").
+        connections: layer connections between the LSTMs, ``none``, ``residual``, ``highway`` or ``dense``
+            (nlp-best-practices.txt, "Layer connections"; needs ``layers >= 2``).
         init_range: embeddings start uniform in ``+-init_range``.
         dropout: probability per site; a regulariser that replaces dropout (``r-approx``) trains the model without
             it and reads these probabilities for its coefficients.
@@ -500,11 +587,19 @@ class LSTMLanguageModelConfig:
     learn_init: bool = False
     init_range: float = 0.1
     dropout: LSTMDropoutConfig = field(default_factory=LSTMDropoutConfig)
+    connections: Literal["none", "residual", "highway", "dense"] = "none"
 
     def __post_init__(self) -> None:
         for name in ("emb_dim", "hidden_dim", "layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name}={getattr(self, name)} must be >= 1")
+        if self.connections not in CONNECTIONS:
+            raise ConfigError(f"model.connections={self.connections!r} is not one of {CONNECTIONS}")
+        if self.connections != "none" and self.layers < 2:
+            raise ConfigError(
+                f"model.connections={self.connections!r} connects stacked LSTM layers, and model.layers="
+                f"{self.layers} has none to connect; use layers >= 2 or connections: none"
+            )
 
     def dropout_groups(self) -> dict[str, float]:
         """``{site group of LSTMLanguageModel: q}`` (a one-layer LSTM has no between-layer site)."""
@@ -560,6 +655,7 @@ def build_lstm_lm(config: LSTMLanguageModelConfig, context: Any) -> LSTMLanguage
         tie=config.tie,
         init_range=config.init_range,
         learn_init=config.learn_init,
+        connections=config.connections,
         unroll=replaced,
         twice_differentiable=twice,
         input_transform=context.transforms.get("token"),

@@ -84,6 +84,7 @@ class NCF(KeyedTransforms, nn.Module):
         global_mean: ``mu``, the mean training rating.
         negative_slope: LeakyReLU slope.
         dropout: dropout inside the MLP.
+        connections: layer connections of the MLP branch (:func:`embreg.models.mlp.mlp`), default ``"none"``.
         mlp_user_embedding, mlp_item_embedding: optional separate tables for the MLP branch (B,) -> (B, D').
         user_transform, item_transform: optional ids -> ids modules applied in training (SSE).
         dim: D when the embeddings have no ``embedding_dim`` attribute.
@@ -117,6 +118,7 @@ class NCF(KeyedTransforms, nn.Module):
         user_transform: nn.Module | None = None,
         item_transform: nn.Module | None = None,
         dim: int | None = None,
+        connections: str = "none",
     ) -> None:
         super().__init__()
         if not mlp_dims:
@@ -135,7 +137,7 @@ class NCF(KeyedTransforms, nn.Module):
             mlp_in = _dim_of(mlp_user_embedding, "mlp_user_embedding") + _dim_of(
                 mlp_item_embedding, "mlp_item_embedding"
             )
-        self.mlp = mlp(mlp_in, mlp_dims, negative_slope=negative_slope, dropout=dropout)
+        self.mlp = mlp(mlp_in, mlp_dims, negative_slope=negative_slope, dropout=dropout, connections=connections)
         separate = mlp_user_embedding is not None
         self.stack_layers = nn.ModuleList(
             NeuMFLayer(
@@ -215,6 +217,8 @@ class NCFConfig:
         init_std, init: how the embedding tables start (see :class:`embreg.models.user_item.UserItemConfig`); the
             linear layers start uniform Xavier with zero biases.
         mlp: the MLP's hidden widths (mixed-dimension-embeddings.txt, Appendix H: 128-128-32).
+        connections: the MLP's layer connections, ``none`` (the paper's plain MLP), ``residual``, ``highway`` or
+            ``dense`` (nlp-best-practices.txt, "Layer connections"; :func:`embreg.models.mlp.mlp`).
     """
 
     dim: int = 64
@@ -222,6 +226,7 @@ class NCFConfig:
     init_std: float = 0.1
     init: Literal["normal", "xavier_uniform"] = "normal"
     mlp: list[int] = field(default_factory=lambda: [128, 128, 32])
+    connections: Literal["none", "residual", "highway", "dense"] = "none"
 
     def __post_init__(self) -> None:
         if self.dim < 1 or not self.mlp or any(width < 1 for width in self.mlp):
@@ -252,4 +257,5 @@ def build_ncf(config: NCFConfig, context: Any) -> NCF:
         dropout=config.dropout,
         user_transform=context.transforms.get("user"),
         item_transform=context.transforms.get("item"),
+        connections=config.connections,
     )

@@ -7,6 +7,8 @@
 * :func:`dropout_disabled`, :func:`dropout_active`: pause every dropout block (and torch dropout module) while in
   training mode.
 * :class:`DropoutSite`: where dropout acts and how its mask is shared (used by ``embreg.regularizers.dropout``).
+* :mod:`embreg.nn.attention`: additive (with coverage), multiplicative, scaled dot-product and key-value attention.
+* :mod:`embreg.nn.connections`: highway, residual and dense layer connections.
 """
 
 from embreg.nn.dropout_control import DropoutBlock, dropout_active, dropout_blocks, dropout_disabled

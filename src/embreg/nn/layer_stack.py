@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from embreg.errors import ConfigError
+from embreg.nn.connections.base import ConnectedLayer
 
 __all__ = ["LayerStack", "SequentialStack", "SequentialSlice", "check_layer_index", "linear_block_bounds"]
 
@@ -165,16 +166,18 @@ class SequentialStack(LayerStack):
 
 
 def linear_block_bounds(container: nn.Sequential) -> list[tuple[int, int]]:
-    """``[start, stop)`` index ranges of ``container``'s blocks, each block starting at an ``nn.Linear``.
+    """``[start, stop)`` index ranges of ``container``'s blocks, each block starting at an ``nn.Linear`` or a
+    connected layer (:class:`~embreg.nn.connections.ConnectedLayer`).
 
     An MLP built as ``Linear -> act (-> Dropout)`` per width (:func:`embreg.models.mlp.mlp`) splits into one block
-    per ``Linear``; modules before the first ``Linear`` join the first block.
+    per ``Linear`` (with layer connections, one per connected layer); modules before the first ``Linear`` join the
+    first block.
 
     Example:
         >>> linear_block_bounds(nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)))
         [(0, 2), (2, 3)]
     """
-    starts = [i for i, module in enumerate(container) if isinstance(module, nn.Linear)]
+    starts = [i for i, module in enumerate(container) if isinstance(module, (nn.Linear, ConnectedLayer))]
     if not starts:
         raise ConfigError(f"{type(container).__name__} has no nn.Linear to split into layers")
     starts[0] = 0

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 from embreg.models.encoder_classifier import trim_padding
 from embreg.models.output import ModelOutput
 from embreg.models.text_heads import MultiTaskHeads, Target, head_loss, linear_head
@@ -39,21 +39,42 @@ HEAD_INIT_STD = 0.02
 
 def minilm_token_embeddings(pretrained: str, num_ids: int, *, progress: bool = False) -> torch.Tensor:
     """A copy of the input token-embedding matrix ``(V, D)`` of ``pretrained`` (a registry name such as
-    ``all-minilm-l6-v2`` or a local checkpoint), checked to cover the ``num_ids`` ids of the task's tokenizer.
+    ``all-minilm-l6-v2``, fetched into the cache when missing, or a local checkpoint directory), checked to cover
+    the ``num_ids`` ids of the task's tokenizer.
+
+    The matrix is read from the checkpoint's ``model.safetensors`` alone (no encoder is built); a checkpoint
+    without that file is loaded with :func:`~embreg.models.pretrained.load_pretrained`.
 
     Raises:
         ConfigError: the matrix has fewer rows than the tokenizer has ids.
+        DataError: the checkpoint cannot be found, or its weights hold no token-embedding matrix.
     """
-    from embreg.models.pretrained import load_pretrained
+    from pathlib import Path
 
-    encoder, _ = load_pretrained(pretrained, progress=progress)
-    weight = encoder.get_input_embeddings().weight.detach().clone()
+    from embreg.models.pretrained import fetch_pretrained, load_pretrained
+
+    path = Path(pretrained).expanduser()
+    directory = path if path.is_dir() else fetch_pretrained(pretrained, progress=progress)
+    weights = directory / "model.safetensors"
+    if weights.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as file:
+            keys = [k for k in file.keys() if k.endswith("embeddings.word_embeddings.weight")]
+            if len(keys) != 1:
+                raise DataError(
+                    f"{weights} holds {len(keys)} token-embedding matrices (*embeddings.word_embeddings.weight)"
+                )
+            weight = file.get_tensor(keys[0])
+    else:
+        encoder, _ = load_pretrained(directory, progress=progress)
+        weight = encoder.get_input_embeddings().weight.detach().clone()
     if weight.shape[0] < num_ids:
         raise ConfigError(
             f"the token embeddings of {pretrained!r} have {weight.shape[0]} rows, fewer than the {num_ids} ids of "
             "its tokenizer"
         )
-    return weight[:num_ids].float()
+    return weight[:num_ids].float().clone()
 
 
 class TokenClassifier(nn.Module):

@@ -116,7 +116,15 @@ class MultiTaskHeads(nn.Module):
         return sum(t.num_labels for t in self.targets)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.cat([head(features) for head in self.heads], dim=-1)
+        parts = []
+        for target, head in zip(self.targets, self.heads, strict=True):
+            if target.weight == 0 and torch.is_grad_enabled():
+                # outside the loss: its logits (for its metrics) must not put zero gradients into the backward
+                # pass, which would change the gradient norm's rounding and train its parameters by weight decay
+                parts.append(F.linear(features.detach(), head.weight.detach(), head.bias.detach()))
+            else:
+                parts.append(head(features))
+        return torch.cat(parts, dim=-1)
 
     def split(self, logits: torch.Tensor) -> list[torch.Tensor]:
         """``(B, sum_k C_k) -> [(B, C_1), ...]``, one block of logits per target."""

@@ -145,6 +145,7 @@ class MultiTargetTask:
         texts: ``{split: [text, ...]}``.
         labels: ``{split: (N, K) int64 array}``, column ``k`` the class ids of target ``k``.
         record: how the splits were made, written to a run directory.
+        label_names: per target, its class names (empty: the class ids as text).
 
     Example:
         >>> task = MultiTargetTask("toy", (("a", 2), ("b", 3)), {s: ["x", "y"] for s in SPLITS},
@@ -158,6 +159,7 @@ class MultiTargetTask:
     texts: dict[str, list[str]]
     labels: dict[str, np.ndarray]
     record: dict[str, object] = field(default_factory=dict)
+    label_names: tuple[tuple[str, ...], ...] = ()
     kind: Literal["classification"] = "classification"
 
     def __post_init__(self) -> None:
@@ -179,6 +181,12 @@ class MultiTargetTask:
     @property
     def target_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.targets)
+
+    def class_names(self, k: int) -> tuple[str, ...]:
+        """The class names of target ``k`` (its ids as text when the task names none)."""
+        if self.label_names:
+            return self.label_names[k]
+        return tuple(str(i) for i in range(self.targets[k][1]))
 
     @property
     def sizes(self) -> dict[str, int]:

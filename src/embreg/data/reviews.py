@@ -32,6 +32,7 @@ __all__ = ["REVIEW_TASKS", "REVIEW_TARGETS", "load_reviews", "load_review_target
 
 REVIEW_TASKS = ("binary", "rating", "regression")
 REVIEW_TARGETS = {"recommended": 2, "rating": 5}
+_TARGET_LABELS = {"recommended": ("not recommended", "recommended"), "rating": ("1", "2", "3", "4", "5")}
 """The class targets a multi-task run can predict together: the ``binary`` task's label and the ``rating``'s."""
 _TEXT, _TITLE, _RATING, _RECOMMENDED = "Review Text", "Title", "Rating", "Recommended IND"
 
@@ -186,5 +187,10 @@ def load_review_targets(
         "sizes": {s: int(split[s].size) for s in SPLITS},
     }
     return MultiTargetTask(
-        f"reviews-{'+'.join(targets)}", tuple((t, REVIEW_TARGETS[t]) for t in targets), texts, labels, record
+        f"reviews-{'+'.join(targets)}",
+        tuple((t, REVIEW_TARGETS[t]) for t in targets),
+        texts,
+        labels,
+        record,
+        tuple(_TARGET_LABELS[t] for t in targets),
     )

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -117,7 +117,8 @@ class MultiTaskHeads(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         parts = []
-        for target, head in zip(self.targets, self.heads, strict=True):
+        for target, module in zip(self.targets, self.heads, strict=True):
+            head = cast(nn.Linear, module)
             if target.weight == 0 and torch.is_grad_enabled():
                 # outside the loss: its logits (for its metrics) must not put zero gradients into the backward
                 # pass, which would change the gradient norm's rounding and train its parameters by weight decay

@@ -150,6 +150,13 @@ def test_bad_multitask_settings_are_refused(overrides: list[str], message: str) 
         load_recipe("ft-reviews-multitask", overrides)
 
 
+@pytest.mark.parametrize("name", ["r3f", "smart"])
+def test_regularisers_comparing_one_class_distribution_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match=rf"regularizers\[0\]: '{name}' compares one predicted class distribution"):
+        load_recipe("ft-reviews-multitask", [f"regularizers=[{{name: {name}}}]"])
+    assert load_recipe("ft-reviews-multitask", ["regularizers=[{name: lnsr}]"]).regularizers[0].name == "lnsr"
+
+
 def test_a_file_dataset_cannot_be_multi_task(tmp_path) -> None:
     data = tmp_path / "texts.csv"
     data.write_text("text,label\n" + "".join(f"t{i},{i % 2}\n" for i in range(40)))

@@ -25,7 +25,7 @@ from typing import Any
 
 from embreg.errors import ConfigError
 
-__all__ = ["check_multitask", "DEFAULT_TARGETS"]
+__all__ = ["check_multitask", "check_multitask_techniques", "DEFAULT_TARGETS"]
 
 DEFAULT_TARGETS = ("recommended", "rating")
 
@@ -72,3 +72,20 @@ def check_multitask(data: Any) -> None:
             raise ConfigError(f"data.loss_weights: {weight!r} for target {target!r} must be a finite number >= 0")
     if not any(w > 0 for w in weights):
         raise ConfigError(f"data.loss_weights={weights} are all 0: at least one target must count in the loss")
+
+
+def check_multitask_techniques(recipe: Any) -> None:
+    """Refuses regularisers that compare the model's predicted class distributions (a ``divergence`` setting: R3F,
+    SMART): they read one softmax over each example's logits, and a multi-task model's logits hold one
+    distribution per target side by side.
+
+    Raises:
+        ConfigError: such a regulariser in a ``data.task: multi`` recipe.
+    """
+    for index, spec in enumerate(recipe.regularizers):
+        if hasattr(spec.config, "divergence"):
+            raise ConfigError(
+                f"regularizers[{index}]: {spec.name!r} compares one predicted class distribution per example, and "
+                f"data.task='multi' gives one per target ({', '.join(recipe.data.targets)}); use it on a "
+                "single-task run"
+            )

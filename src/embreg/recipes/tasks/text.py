@@ -24,7 +24,7 @@ from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, T
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
-from embreg.recipes.tasks.multitask import check_multitask
+from embreg.recipes.tasks.multitask import check_multitask, check_multitask_techniques
 from embreg.train.batches import TensorBatches
 from embreg.train.multitask_evaluation import SCORE, MultiTargetEvaluator, target_metric_names
 from embreg.train.text_evaluation import TextEvaluator
@@ -257,6 +257,8 @@ class TextClassificationTask(_TextTask):
     def check_data(self, recipe) -> None:
         if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
             raise ConfigError("data.task='regression' needs task: regression")
+        if recipe.data.task == "multi":
+            check_multitask_techniques(recipe)
 
     def monitor(self, recipe) -> tuple[str, str]:
         if recipe.data.task == "multi":

@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -119,7 +120,7 @@ def main() -> None:
 
 
 def _record(args: argparse.Namespace, runners: dict[str, Runner], times: dict[str, list[float]], started: str) -> dict:
-    command = "python benchmarks/text_models_cost.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/text_models_cost.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     machine = (
         f"{platform.machine()}, {args.threads} torch thread(s), torch {torch.__version__}, run {started}-{_now()} UTC"
         + (f"; {args.host_note}" if args.host_note else "")

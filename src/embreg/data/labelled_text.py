@@ -17,7 +17,7 @@ import numpy as np
 
 from embreg.errors import DataError
 
-__all__ = ["TextTask", "few_sample_split", "SplitSizeError"]
+__all__ = ["TextTask", "MultiTargetTask", "few_sample_split", "SplitSizeError"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -133,3 +133,62 @@ def few_sample_split(
     pool = pool[np.random.default_rng([split_seed, subset_seed]).permutation(pool.size)]
     train = pool if train_size is None else pool[:train_size]
     return {"train": np.sort(train), "valid": np.sort(valid), "test": np.sort(test)}
+
+
+@dataclass(frozen=True)
+class MultiTargetTask:
+    """Texts with several class labels each (multi-task learning): one column of ``labels`` per target.
+
+    Attributes:
+        name: e.g. ``"reviews-recommended+rating"``.
+        targets: ``((target name, number of classes), ...)`` in column order.
+        texts: ``{split: [text, ...]}``.
+        labels: ``{split: (N, K) int64 array}``, column ``k`` the class ids of target ``k``.
+        record: how the splits were made, written to a run directory.
+        label_names: per target, its class names (empty: the class ids as text).
+
+    Example:
+        >>> task = MultiTargetTask("toy", (("a", 2), ("b", 3)), {s: ["x", "y"] for s in SPLITS},
+        ...                        {s: np.array([[1, 2], [0, 0]]) for s in SPLITS})
+        >>> task.kind, task.sizes["train"], task.target_names
+        ('classification', 2, ('a', 'b'))
+    """
+
+    name: str
+    targets: tuple[tuple[str, int], ...]
+    texts: dict[str, list[str]]
+    labels: dict[str, np.ndarray]
+    record: dict[str, object] = field(default_factory=dict)
+    label_names: tuple[tuple[str, ...], ...] = ()
+    kind: Literal["classification"] = "classification"
+
+    def __post_init__(self) -> None:
+        if len(self.targets) < 2:
+            raise DataError(f"a multi-target task needs two or more targets, got {[t for t, _ in self.targets]}")
+        for split in SPLITS:
+            if split not in self.texts or split not in self.labels:
+                raise DataError(f"task {self.name!r} lacks the {split!r} split; it needs {SPLITS}")
+            labels = self.labels[split]
+            if labels.ndim != 2 or labels.shape != (len(self.texts[split]), len(self.targets)):
+                raise DataError(
+                    f"split {split!r}: labels of shape {labels.shape} do not fit {len(self.texts[split])} texts "
+                    f"x {len(self.targets)} targets"
+                )
+            for k, (target, classes) in enumerate(self.targets):
+                if len(labels) and (labels[:, k].min() < 0 or labels[:, k].max() >= classes):
+                    raise DataError(f"split {split!r}: target {target!r} has labels outside [0, {classes - 1}]")
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.targets)
+
+    def class_names(self, k: int) -> tuple[str, ...]:
+        """The class names of target ``k`` (its ids as text when the task names none)."""
+        if self.label_names:
+            return self.label_names[k]
+        return tuple(str(i) for i in range(self.targets[k][1]))
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Examples per split."""
+        return {split: len(self.texts[split]) for split in SPLITS}

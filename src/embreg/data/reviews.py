@@ -9,6 +9,9 @@ alone when there is no title). Tasks (:data:`REVIEW_TASKS`):
 * ``rating``: the 1-5 star rating as 5 classes (class id = stars - 1; 56% five stars). Metric: accuracy.
 * ``regression``: the star rating as a number. Metrics: Pearson and Spearman correlation.
 
+:func:`load_review_targets` gives several of the class targets at once (``recommended``, ``rating``), one label
+column each, on exactly the splits :func:`load_reviews` makes with the same sizes and seeds (multi-task learning).
+
 Evaluation sets are fixed by ``split_seed`` (default 1,000 validation and 2,000 test reviews); the training set
 is a few-sample subset of the remaining 19,641 (see :func:`embreg.data.labelled_text.few_sample_split`).
 """
@@ -21,13 +24,16 @@ import numpy as np
 import pandas as pd
 
 from embreg.data.catalog import REVIEWS_FILE
-from embreg.data.labelled_text import SPLITS, TextTask, few_sample_split
+from embreg.data.labelled_text import SPLITS, MultiTargetTask, TextTask, few_sample_split
 from embreg.data.registry import fetch
 from embreg.errors import DataError
 
-__all__ = ["REVIEW_TASKS", "load_reviews", "reviews_task", "read_reviews"]
+__all__ = ["REVIEW_TASKS", "REVIEW_TARGETS", "load_reviews", "load_review_targets", "reviews_task", "read_reviews"]
 
 REVIEW_TASKS = ("binary", "rating", "regression")
+REVIEW_TARGETS = {"recommended": 2, "rating": 5}
+_TARGET_LABELS = {"recommended": ("not recommended", "recommended"), "rating": ("1", "2", "3", "4", "5")}
+"""The class targets a multi-task run can predict together: the ``binary`` task's label and the ``rating``'s."""
 _TEXT, _TITLE, _RATING, _RECOMMENDED = "Review Text", "Title", "Rating", "Recommended IND"
 
 
@@ -134,3 +140,57 @@ def load_reviews(
         "sizes": {s: int(split[s].size) for s in SPLITS},
     }
     return reviews_task(frame, task, split, record)
+
+
+def load_review_targets(
+    targets: list[str] | tuple[str, ...] = ("recommended", "rating"),
+    *,
+    train_size: int | None = 1000,
+    valid_size: int = 1000,
+    test_size: int = 2000,
+    split_seed: int = 0,
+    subset_seed: int = 0,
+    path: str | Path | None = None,
+) -> MultiTargetTask:
+    """The reviews with several class targets (:data:`REVIEW_TARGETS`), on the splits of :func:`load_reviews`.
+
+    Args:
+        targets: two or more of ``recommended`` (2 classes) and ``rating`` (5 classes, stars - 1), in column order.
+        train_size, valid_size, test_size, split_seed, subset_seed, path: as :func:`load_reviews`.
+
+    Example:
+        >>> task = load_review_targets(["recommended", "rating"], train_size=250)  # doctest: +SKIP
+        >>> task.targets, task.labels["train"].shape  # doctest: +SKIP
+        ((('recommended', 2), ('rating', 5)), (250, 2))
+    """
+    unknown = [t for t in targets if t not in REVIEW_TARGETS]
+    if unknown:
+        raise DataError(f"unknown reviews targets {unknown}; choose from {list(REVIEW_TARGETS)}")
+    frame = read_reviews(path)
+    split = few_sample_split(
+        len(frame),
+        train_size=train_size,
+        valid_size=valid_size,
+        test_size=test_size,
+        split_seed=split_seed,
+        subset_seed=subset_seed,
+    )
+    columns = {"recommended": frame["recommended"].to_numpy(), "rating": frame["rating"].to_numpy() - 1}
+    labels = {s: np.stack([columns[t][split[s]] for t in targets], axis=1).astype(np.int64) for s in SPLITS}
+    texts = {s: frame["text"].to_numpy()[split[s]].tolist() for s in SPLITS}
+    record = {
+        "dataset": "clothing-reviews",
+        "task": "multi",
+        "targets": list(targets),
+        "split_seed": split_seed,
+        "subset_seed": subset_seed,
+        "sizes": {s: int(split[s].size) for s in SPLITS},
+    }
+    return MultiTargetTask(
+        f"reviews-{'+'.join(targets)}",
+        tuple((t, REVIEW_TARGETS[t]) for t in targets),
+        texts,
+        labels,
+        record,
+        tuple(_TARGET_LABELS[t] for t in targets),
+    )

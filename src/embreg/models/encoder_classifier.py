@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
-from embreg.models.transform_sites import is_passed_through, present_transforms
+from embreg.models.text_heads import MultiTaskHeads, Target, head_loss, linear_head, num_task_labels, task_targets
+from embreg.models.transform_sites import present_transforms
+from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.registry import register
 
 __all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
@@ -76,6 +77,8 @@ class EncoderClassifier(nn.Module):
         init_std: standard deviation of the head's normal initialisation.
         token_transform: ids -> ids module applied to the input word pieces in training (e.g. ``SSE(vocab, p)``;
             special tokens and padding are kept).
+        targets: several targets (multi-task learning, :mod:`embreg.models.text_heads`): one head each on the
+            pooled states (``num_labels`` is then their total of outputs), the loss their weighted sum.
 
     Shapes: ``batch["input_ids"]`` ``(B, T)``; predictions ``(B, C)`` logits, or ``(B,)`` for regression; hidden
     states ``(B, T', D)`` with ``T' <= T`` after padding is trimmed.
@@ -101,8 +104,11 @@ class EncoderClassifier(nn.Module):
         dropout: float | None = None,
         init_std: float = 0.02,
         token_transform: nn.Module | None = None,
+        targets: Sequence[Target] | None = None,
     ) -> None:
         super().__init__()
+        if targets:
+            num_labels = sum(t.num_labels for t in targets)
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ConfigError(f"num_labels={num_labels!r} must be an int >= 1 (1 means regression)")
         if pooling not in ("mean", "cls"):
@@ -127,14 +133,16 @@ class EncoderClassifier(nn.Module):
         if pooling == "mean" and isinstance(pooler, nn.Module):
             pooler.requires_grad_(False)  # never on the loss's path: no gradient, no optimizer state, no DDP search
         self.dropout = nn.Dropout(p)
-        self.head = nn.Linear(hidden_size, num_labels)
-        nn.init.normal_(self.head.weight, std=init_std)
-        nn.init.zeros_(self.head.bias)
+        self.head: nn.Module = (
+            MultiTaskHeads(hidden_size, targets, init_std)
+            if targets
+            else linear_head(hidden_size, num_labels, init_std)
+        )
         self.token_transform = token_transform
 
     @property
     def is_regression(self) -> bool:
-        return self.num_labels == 1
+        return self.num_labels == 1 and not isinstance(self.head, MultiTaskHeads)
 
     @property
     def num_layers(self) -> int:
@@ -162,16 +170,7 @@ class EncoderClassifier(nn.Module):
         """``token_transform`` on the word pieces of ``(B, T)`` ids, in training only (SSE on input embeddings,
         sse-stochastic-shared-embeddings.txt, Sec. 4.3); ``[CLS]`` (position 0), the last attended token
         (``[SEP]``) and padding keep their ids."""
-        if self.token_transform is None or not self.training or is_passed_through(self.token_transform):
-            return input_ids
-        swapped = self.token_transform(input_ids)
-        keep = torch.zeros_like(input_ids, dtype=torch.bool)
-        keep[:, 0] = True
-        if attention_mask is not None:
-            keep |= attention_mask[:, : input_ids.shape[1]] == 0
-            last = attention_mask[:, : input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
-            keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
-        return torch.where(keep, input_ids, swapped)
+        return swap_word_pieces(self.token_transform, input_ids, attention_mask, self.training)
 
     def index_transforms(self) -> list[nn.Module]:
         """The token transform, if set (:mod:`embreg.models.transform_sites`)."""
@@ -196,11 +195,9 @@ class EncoderClassifier(nn.Module):
         return ModelOutput(predictions, hidden_states_dict(states))
 
     def loss(self, batch: dict[str, torch.Tensor], output: ModelOutput) -> torch.Tensor:
-        """Cross-entropy against ``batch["labels"]`` (class ids), or MSE against float targets."""
-        labels = batch["labels"]
-        if self.is_regression:
-            return F.mse_loss(output.predictions, labels.to(output.predictions.dtype))
-        return F.cross_entropy(output.predictions, labels.long())
+        """Cross-entropy against ``batch["labels"]`` (class ids), MSE against float targets, or the weighted
+        multi-task loss (:meth:`~embreg.models.text_heads.MultiTaskHeads.loss`)."""
+        return head_loss(self.head, output.predictions, batch["labels"], regression=self.is_regression)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, num_labels: int, **kwargs: Any) -> tuple[EncoderClassifier, Any]:
@@ -256,9 +253,10 @@ def build_encoder_classifier(config: EncoderClassifierConfig, context: Any) -> E
     encoder, _ = load_pretrained(config.pretrained, progress=context.recipe.train.progress)
     return EncoderClassifier(
         encoder,
-        context.prepared.task.num_labels,
+        num_task_labels(context) or 1,
         pooling=config.pooling,
         dropout=config.dropout,
         init_std=config.init_std,
         token_transform=context.transforms.get("token"),
+        targets=task_targets(context),
     )

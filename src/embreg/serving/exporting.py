@@ -9,7 +9,8 @@
   and ``head.safetensors`` (``weight``, ``bias``) with ``embreg_head.json``: logits = head(mean of the last hidden
   states over the attention mask). Loading that directory with ``AutoModelForSequenceClassification`` would give a
   new, untrained head: ``embreg_head.json`` says so.
-* Every other model (recommenders, CTR, language models): ``model.safetensors``, the plain ``state_dict`` (tensors
+* Every other model (recommenders, CTR, language models, the text CNN and BiLSTM, and a multi-task run's model,
+  whose several heads no Hugging Face class holds): ``model.safetensors``, the plain ``state_dict`` (tensors
   only, loadable with ``safetensors.torch.load_file``), and ``embreg_export.json``: the task, model, resolved
   recipe and the id vocabularies (``{"user": [original id of index 0, ...], ...}``).
 """
@@ -45,8 +46,8 @@ def export(run: TrainedRun, out: str | Path) -> Path:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
     target.mkdir(parents=True, exist_ok=True)
-    if run.recipe.model.name == "encoder-classifier":
-        _encoder(run, target)
+    if run.recipe.model.name == "encoder-classifier" and getattr(run.recipe.data, "task", None) != "multi":
+        _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
     else:
         tensors = {key: value.detach().cpu().contiguous().clone() for key, value in run.model.state_dict().items()}
         safetensors.torch.save_file(tensors, str(target / "model.safetensors"))

@@ -238,6 +238,13 @@ def _texts(run: TrainedRun, rows: Any) -> Prediction:
     table = pd.DataFrame({"text": texts})
     if run.task == "regression":
         table["value"] = torch.cat(outputs).numpy() if outputs else np.zeros(0)
+    elif "label" not in run.vocabularies:  # multi-task: one label and probability column per target
+        heads = {kind: vocab for kind, vocab in run.vocabularies.items() if kind.startswith("label_")}
+        logits = torch.cat(outputs) if outputs else torch.zeros(0, sum(len(v) for v in heads.values()))
+        for (kind, vocab), part in zip(heads.items(), torch.split(logits, [len(v) for v in heads.values()], dim=-1)):
+            probability, index = torch.softmax(part, dim=-1).max(dim=-1)
+            table[kind] = vocab.labels_of(index.numpy())
+            table[kind.replace("label_", "probability_", 1)] = probability.numpy()
     else:
         logits = torch.cat(outputs) if outputs else torch.zeros(0, len(run.vocabularies["label"]))
         probability, index = torch.softmax(logits, dim=-1).max(dim=-1)

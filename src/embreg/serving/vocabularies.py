@@ -42,6 +42,11 @@ def task_vocabularies(recipe: Any, prepared: Any) -> dict[str, IdVocabulary]:
         return {"token": IdVocabulary("token", list(prepared.vocab.words))}
     if task == "ctr" and recipe.data.path is not None:
         return _click_fields(recipe.data)
+    if task == "classification" and getattr(prepared.task, "targets", None) is not None:  # multi-task: per target
+        return {
+            f"label_{name}": IdVocabulary(f"label_{name}", list(prepared.task.class_names(k)))
+            for k, (name, _) in enumerate(prepared.task.targets)
+        }
     if task == "classification":
         names = prepared.task.label_names or tuple(str(i) for i in range(prepared.task.num_labels))
         return {"label": IdVocabulary("label", list(names))}

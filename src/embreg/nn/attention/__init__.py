@@ -7,6 +7,8 @@
 * :class:`ScaledDotProductAttention` / :func:`scaled_dot_product_attention`: ``softmax(Q K^T / sqrt(d_k)) V``.
 * :class:`KeyValueAttention` / :func:`key_value_attention`: Daniluk et al.'s keys and values over a window of ``L``
   previous positions.
+* :class:`SelfAttentiveEmbedding` / :func:`self_attentive_weights`: Lin et al. (2017)'s structured self-attentive
+  sentence embedding, and its Frobenius penalty :func:`attention_penalty` (:mod:`embreg.nn.attention.self_attentive`).
 
 Every block takes a padding mask (True at real positions): padding never receives weight, and a row whose every
 position is masked gets zero weights and a zero context, not NaN (:func:`masked_softmax`). Every call returns
@@ -18,17 +20,21 @@ from embreg.nn.attention.additive import AdditiveAttention, additive_attention, 
 from embreg.nn.attention.key_value import KeyValueAttention, key_value_attention
 from embreg.nn.attention.multiplicative import MultiplicativeAttention, multiplicative_attention
 from embreg.nn.attention.scaled_dot_product import ScaledDotProductAttention, scaled_dot_product_attention
+from embreg.nn.attention.self_attentive import SelfAttentiveEmbedding, attention_penalty, self_attentive_weights
 
 __all__ = [
     "AdditiveAttention",
     "KeyValueAttention",
     "MultiplicativeAttention",
     "ScaledDotProductAttention",
+    "SelfAttentiveEmbedding",
     "additive_attention",
     "additive_scores",
+    "attention_penalty",
     "key_value_attention",
     "masked_softmax",
     "multiplicative_attention",
     "scaled_dot_product_attention",
+    "self_attentive_weights",
     "update_coverage",
 ]

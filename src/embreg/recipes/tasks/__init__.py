@@ -12,7 +12,7 @@ ranking            implicit feedback (ml-100k or file)    bpr
 ctr                click tables (adult, ml-100k-ctr, ...) dlrm
 lm                 text (enwiki-gensim or your files)     lstm-lm
 next-item          timed interactions (ml-100k or file)   sasrec (SSE-PT: sasrec with user_dim)
-classification     labelled texts (reviews, polarity,     encoder-classifier
+classification     labelled texts (reviews, polarity,     encoder-classifier, text-cnn, bilstm-attn
 regression         or your CSV/TSV/parquet)
 tagging            CoNLL files (or silver-tagged reviews) bilstm-crf
 =================  =====================================  ===========================================

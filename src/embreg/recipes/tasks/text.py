@@ -20,11 +20,13 @@ from typing import Any, Literal
 
 import torch
 
-from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask
+from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, TextTask
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
+from embreg.recipes.tasks.multitask import check_multitask, check_multitask_techniques
 from embreg.train.batches import TensorBatches
+from embreg.train.multitask_evaluation import SCORE, MultiTargetEvaluator, target_metric_names
 from embreg.train.text_evaluation import TextEvaluator
 
 __all__ = ["LabelledTextConfig", "PreparedText", "TextClassificationTask", "TextRegressionTask", "load_text_task"]
@@ -36,7 +38,10 @@ class LabelledTextConfig:
 
     Attributes:
         dataset: ``reviews`` (women's clothing reviews), ``polarity`` (200 sentences) or ``file`` (``path``).
-        task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes) or ``regression`` (stars).
+        task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes), ``regression`` (stars) or
+            ``multi`` (several class targets, one head each; :mod:`embreg.recipes.tasks.multitask`).
+        targets: with ``task: multi``: the targets, in head order (``null``: ``[recommended, rating]``).
+        loss_weights: with ``task: multi``: one loss weight per target (``null``: 1 each).
         path: your own CSV/TSV/parquet file (sets ``dataset: file``; resolved to an absolute path when the recipe is
             loaded); text_col, label_col: its columns; sep: separator of text files (``null``: from the extension).
         sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
@@ -50,7 +55,9 @@ class LabelledTextConfig:
     """
 
     dataset: Literal["reviews", "polarity", "file"] = "reviews"
-    task: Literal["binary", "rating", "regression"] = "binary"
+    task: Literal["binary", "rating", "regression", "multi"] = "binary"
+    targets: list[str] | None = None
+    loss_weights: list[float] | None = None
     path: str | None = None
     sha256: str | None = None
     text_col: str = "text"
@@ -73,6 +80,7 @@ class LabelledTextConfig:
             raise ConfigError(f"data.max_length={self.max_length} must be >= 2")
         if self.dataset == "polarity" and self.task != "binary":
             raise ConfigError(f"data.task={self.task!r}: the polarity dataset has only the 'binary' task")
+        check_multitask(self)
 
 
 @dataclass
@@ -80,15 +88,26 @@ class PreparedText:
     """A task and its tokenised splits: ``tensors[split]`` holds ``input_ids``, ``attention_mask``, ... and
     ``labels`` (int64 class ids, or float32 targets)."""
 
-    task: TextTask
+    task: TextTask | MultiTargetTask
     tensors: dict[str, dict[str, torch.Tensor]]
     vocab_size: int = 0
     source: dict[str, Any] = field(default_factory=dict)
 
 
-def load_text_task(recipe: Any) -> TextTask:
-    """The :class:`TextTask` named by ``recipe.data``."""
+def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
+    """The :class:`TextTask` (or, for ``data.task: multi``, :class:`MultiTargetTask`) named by ``recipe.data``."""
     d = recipe.data
+    if d.task == "multi":
+        from embreg.data.reviews import load_review_targets
+
+        return load_review_targets(
+            d.targets,
+            train_size=d.train_size,
+            valid_size=d.valid_size or 1000,
+            test_size=d.test_size or 2000,
+            split_seed=d.split_seed,
+            subset_seed=d.subset_seed,
+        )
     if d.dataset == "polarity":
         from embreg.data.polarity import load_polarity
 
@@ -180,7 +199,12 @@ class _TextTask(TaskAdapter):
     def batches(self, recipe, prepared: PreparedText) -> TensorBatches:
         return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)
 
-    def evaluator(self, recipe, prepared: PreparedText) -> TextEvaluator:
+    def evaluator(self, recipe, prepared: PreparedText) -> TextEvaluator | MultiTargetEvaluator:
+        if isinstance(prepared.task, MultiTargetTask):
+            weights = recipe.data.loss_weights or [1.0] * len(prepared.task.targets)
+            return MultiTargetEvaluator(
+                prepared.tensors, prepared.task.targets, weights, batch_size=recipe.train.eval_batch_size or 64
+            )
         return TextEvaluator(prepared.tensors, prepared.task.num_labels, batch_size=recipe.train.eval_batch_size or 64)
 
     def records(self, recipe, prepared: PreparedText) -> dict:
@@ -207,11 +231,24 @@ class TextClassificationTask(_TextTask):
     """Class labels: cross-entropy; MCC (binary) or accuracy (more classes), F1 and the rest on every split."""
 
     name = "classification"
-    headline = ("test_mcc", "test_accuracy", "test_f1", "test_macro_f1")
+    headline = (
+        "test_mcc",
+        "test_accuracy",
+        "test_f1",
+        "test_macro_f1",
+        "test_multitask_score",
+        "test_mcc_recommended",
+        "test_accuracy_rating",
+    )
 
     def evaluated_metrics(self, recipe) -> tuple[str, ...]:
-        """Accuracy and MCC; F1 of class 1 for two classes, macro-F1 for more (a file's labels may be either)."""
+        """Accuracy and MCC; F1 of class 1 for two classes, macro-F1 for more (a file's labels may be either);
+        with ``data.task: multi`` each target's, suffixed by its name, and ``multitask_score``."""
         d = recipe.data
+        if d.task == "multi":
+            from embreg.data.reviews import REVIEW_TARGETS
+
+            return target_metric_names([(t, REVIEW_TARGETS[t]) for t in d.targets])
         if d.dataset == "file":
             return ("accuracy", "mcc", "f1", "macro_f1")
         binary = d.dataset == "polarity" or d.task == "binary"
@@ -220,8 +257,12 @@ class TextClassificationTask(_TextTask):
     def check_data(self, recipe) -> None:
         if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
             raise ConfigError("data.task='regression' needs task: regression")
+        if recipe.data.task == "multi":
+            check_multitask_techniques(recipe)
 
     def monitor(self, recipe) -> tuple[str, str]:
+        if recipe.data.task == "multi":
+            return f"val_{SCORE}", "max"
         if recipe.data.dataset == "reviews" and recipe.data.task == "rating":
             return "val_accuracy", "max"
         return "val_mcc", "max"

@@ -221,6 +221,7 @@ class Trainer:
             batches = batches.pinned()  # host-to-GPU copies of each batch then run asynchronously
         self.batches = batches
         self.scheduler = scheduler(self.optimizer, len(batches)) if scheduler is not None else None
+        self._step_lr = 0.0
         self.evaluator = evaluator
         self.epochs = epochs
         self.monitor = monitor
@@ -352,7 +353,7 @@ class Trainer:
             "step": self.step,
             "epoch": epoch,
             "train_loss": loss,
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
+            "lr": self._step_lr if self.scheduler is not None else float(self.optimizer.param_groups[0]["lr"]),
         }
         for callback in self.step_callbacks:
             callback(self, record)
@@ -412,6 +413,7 @@ class Trainer:
 
     def _step_scheduler(self) -> None:
         if self.scheduler is not None:
+            self._step_lr = float(self.optimizer.param_groups[0]["lr"])  # the rate this step used, for the loggers
             self.scheduler.step()
 
     def _last_good_checkpoint(self) -> str:

@@ -128,6 +128,12 @@ class TaskAdapter(ABC):
                     f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
                     f"model {model.name!r} does not provide (it provides: {', '.join(provides) or 'nothing'})"
                 )
+            tasks = spec.entry.extra.get("tasks")
+            if tasks is not None and self.name not in tasks:
+                raise ConfigError(
+                    f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} serves the {', '.join(tasks)} "
+                    f"task{'s' if len(tasks) > 1 else ''} only, not task {self.name!r}"
+                )
             objectives = spec.entry.extra.get("objectives")
             if objectives is not None and recipe.objective.name not in objectives:
                 raise ConfigError(

@@ -9,7 +9,7 @@ model: {name: ncf, dim: 64}       # a registered model and its arguments
 embeddings: {name: uniform}       # how embedding tables are built: uniform or md (mixed dimensions)
 index_transforms:                 # per id kind (user, item, token, label, field[:<name>]): an index transform
   item: {name: sse-se, p: 0.01}
-objective: {name: standard}       # or dropout-k
+objective: {name: standard}       # or dropout-k, distill
 regularizers:                     # registered regularisers, applied in order
   - {name: r3f, weight: 1.0, sigma: 1.0e-3}
 train: {epochs: 20, lr: 0.002}    # one train section for every family (the task supplies its defaults)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from embreg.errors import DataError
 from embreg.models.ensemble import PredictionEnsemble
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
@@ -31,8 +32,8 @@ def test_the_averaged_model_is_the_mean_of_the_last_k_epochs_and_is_evaluated(tm
     assert averaged["epochs"] == [1, 2]
     expected = average_states([snapshots.state(1), snapshots.state(2)])
     assert all(torch.equal(averaged["model"][k], expected[k]) for k in expected)
-    run = load(tmp_path)
-    run.model.load_state_dict(averaged["model"])
+    run = load(tmp_path, checkpoint="averaged")  # the averaged model, served like the run's own
+    assert all(torch.equal(run.model.state_dict()[k], expected[k]) for k in expected)
     assert run.evaluator(run.model, "test")["rmse"] == pytest.approx(metrics["averaged_test_rmse"], abs=1e-9)
     assert metrics["averaged_test_rmse"] != metrics["test_rmse"]
 
@@ -45,6 +46,12 @@ def test_a_snapshot_ensemble_averages_the_cycle_ends_predictions(tmp_path) -> No
     assert isinstance(ensemble.model, PredictionEnsemble) and len(ensemble.model.members) == 3
     assert ensemble.evaluate("test")["rmse"] == pytest.approx(metrics["snapshots_test_rmse"], abs=1e-9)
     assert ensemble.evaluate("valid")["rmse"] == pytest.approx(metrics["snapshots_val_rmse"], abs=1e-9)
+
+
+def test_a_run_without_averaging_has_no_averaged_checkpoint_to_load(tmp_path) -> None:
+    run_single(load_recipe("mf", [*QUICK, "train.epochs=1"]), tmp_path)
+    with pytest.raises(DataError, match="train.average_checkpoints=K"):
+        load(tmp_path, checkpoint="averaged")
 
 
 def test_keep_checkpoints_none_keeps_no_snapshots(tmp_path) -> None:

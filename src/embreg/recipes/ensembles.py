@@ -38,6 +38,7 @@ from embreg.train.trainer import metric_prefix
 __all__ = ["AVERAGED_CHECKPOINT", "snapshot_callbacks", "ensemble_metrics"]
 
 AVERAGED_CHECKPOINT = "averaged.safetensors"
+"""Where a run with ``train.average_checkpoints`` writes the averaged weights (``embreg.load(run, "averaged")``)."""
 
 
 def snapshot_callbacks(train: Any, run_dir: str | Path | None) -> list[EpochSnapshots]:

@@ -29,7 +29,7 @@ __all__ = ["add_serving_parsers", "cmd_predict", "cmd_recommend", "cmd_score", "
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a single-seed run directory (one seed-<s>/ of a multi-seed run)")
-    parser.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    parser.add_argument("--checkpoint", choices=("best", "last", "averaged"), default="best")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
 
 
@@ -76,7 +76,7 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     ensemble.add_argument("runs", nargs="+", help="run directories of one task and data (a multi-seed one: its seeds)")
     ensemble.add_argument("--split", default="test", help="the split of the runs' data to evaluate on (default test)")
     ensemble.add_argument("--snapshots", action="store_true", help="each run's cosine-cycle snapshots as members")
-    ensemble.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    ensemble.add_argument("--checkpoint", choices=("best", "last", "averaged"), default="best")
     ensemble.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     ensemble.add_argument("--out", help="JSON file to write (members' and the ensemble's metrics)")
     ensemble.set_defaults(func=cmd_ensemble)

@@ -39,9 +39,12 @@ def test_the_averaged_model_is_the_mean_of_the_last_k_epochs_and_is_evaluated(tm
 
 
 def test_a_snapshot_ensemble_averages_the_cycle_ends_predictions(tmp_path) -> None:
-    recipe = load_recipe("mf", [*QUICK, "train.epochs=3", *RESTARTS])
+    recipe = load_recipe("mf", [*QUICK, "train.epochs=3", *RESTARTS, "train.average_checkpoints=2"])
     metrics = run_single(recipe, tmp_path).metrics
     assert metrics["snapshots_count"] == 3
+    declared = set(recipe.adapter.metric_names(recipe))  # studies may read every key a run writes
+    assert {k for k in metrics if k.startswith(("snapshots_", "averaged_"))} <= declared
+    assert {"snapshots_test_rmse", "averaged_test_rmse"} <= set(metrics)
     ensemble = load_ensemble([tmp_path], snapshots=True)
     assert isinstance(ensemble.model, PredictionEnsemble) and len(ensemble.model.members) == 3
     assert ensemble.evaluate("test")["rmse"] == pytest.approx(metrics["snapshots_test_rmse"], abs=1e-9)

@@ -7,7 +7,8 @@ needs (``train.average_checkpoints``, ``train.snapshot_ensemble``); once the run
 * ``averaged_<split>_<metric>``: the model whose weights are the mean of the last ``average_checkpoints`` epochs'
   (written to ``averaged.safetensors``, ``{"model": ..., "epochs": [...]}``); ``averaged_epochs`` counts them;
 * ``snapshots_<split>_<metric>``: the ensemble averaging the predictions of the cosine cycles' snapshots
-  (:class:`~embreg.models.ensemble.PredictionEnsemble`, by the task's rule); ``snapshots_count`` counts them.
+  (:class:`~embreg.models.ensemble.PredictionEnsemble`, by the task's rule); ``snapshots_count`` counts them (a
+  run that early stopping ended before the first cycle's end has ``snapshots_count: 0`` and no ensemble metrics).
 
 Both land in ``metrics.json`` beside the best epoch's metrics, so ``embreg compare`` and ``--seeds`` summaries
 read them. Ensembles of separate runs (seeds, recipes) are :mod:`embreg.serving.ensemble` (``embreg ensemble``).
@@ -35,7 +36,7 @@ from embreg.train.checkpoint import save_checkpoint
 from embreg.train.snapshots import EpochSnapshots, average_states, snapshot_cycle_ends
 from embreg.train.trainer import metric_prefix
 
-__all__ = ["AVERAGED_CHECKPOINT", "snapshot_callbacks", "ensemble_metrics"]
+__all__ = ["AVERAGED_CHECKPOINT", "snapshot_callbacks", "ensemble_metrics", "ensemble_metric_names"]
 
 AVERAGED_CHECKPOINT = "averaged.safetensors"
 """Where a run with ``train.average_checkpoints`` writes the averaged weights (``embreg.load(run, "averaged")``)."""
@@ -48,6 +49,24 @@ def snapshot_callbacks(train: Any, run_dir: str | Path | None) -> list[EpochSnap
     if not keep_last and not ends:
         return []
     return [EpochSnapshots(run_dir, keep_last=keep_last, epochs=ends)]
+
+
+def ensemble_metric_names(train: Any, evaluated: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys :func:`ensemble_metrics` can add for a ``train`` section, given the task's evaluated metrics.
+
+    Example:
+        >>> from embreg.recipes import load_recipe
+        >>> ensemble_metric_names(load_recipe("mf", ["train.average_checkpoints=3"]).train, ("rmse",))
+        ('averaged_epochs', 'averaged_val_rmse', 'averaged_test_rmse')
+    """
+    names: list[str] = []
+    for prefix, counter, wanted in (
+        ("averaged", "averaged_epochs", bool(train.average_checkpoints)),
+        ("snapshots", "snapshots_count", bool(train.snapshot_ensemble)),
+    ):
+        if wanted:
+            names += [counter, *(f"{prefix}_{split}_{name}" for split in ("val", "test") for name in evaluated)]
+    return tuple(names)
 
 
 def _evaluate(model: torch.nn.Module, trainer: Any, evaluator: Any, prefix: str) -> dict[str, float]:
@@ -87,12 +106,14 @@ def ensemble_metrics(recipe: Any, trainer: Any, evaluator: Any, run_dir: str | P
         metrics.update(_evaluate(_with_state(trainer.model, state), trainer, evaluator, "averaged"))
         if run_dir is not None:
             save_checkpoint(Path(run_dir) / AVERAGED_CHECKPOINT, {"model": state, "epochs": epochs})
-    ends = [e for e in snapshot_cycle_ends(train) if e < trainer.next_epoch]
-    if ends:
-        members = [_with_state(trainer.model, snapshots.state(e)) for e in ends]
-        ensemble = PredictionEnsemble(members, combine_for_task(recipe.task))
+    if train.snapshot_ensemble:
+        # early stopping may end a run before some cycles (or any) end: the count says how many snapshots there are
+        ends = [e for e in snapshot_cycle_ends(train) if e < trainer.next_epoch]
         metrics["snapshots_count"] = len(ends)
-        metrics.update(_evaluate(ensemble, trainer, evaluator, "snapshots"))
+        if ends:
+            members = [_with_state(trainer.model, snapshots.state(e)) for e in ends]
+            ensemble = PredictionEnsemble(members, combine_for_task(recipe.task))
+            metrics.update(_evaluate(ensemble, trainer, evaluator, "snapshots"))
     if train.keep_checkpoints == "none":
         snapshots.drop_all()
     return metrics

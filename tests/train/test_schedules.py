@@ -143,3 +143,26 @@ def test_the_trainer_steps_the_scheduler_after_every_step() -> None:
     # the loggers see the rate each step used: train.lr for the first epoch, half of it for the second
     assert lrs[:per_epoch] == [recipe.train.lr] * per_epoch
     assert lrs[per_epoch:] == pytest.approx([recipe.train.lr * 0.5] * per_epoch)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda s: s.pop("scheduler"), "it holds no scheduler state"),
+        (lambda s: s["scheduler"].update(T_0="ten"), "T_0 holds 'ten', not a finite number"),
+        (lambda s: s["scheduler"].pop("T_mult"), r"its state lacks \['T_mult'\]"),
+    ],
+)
+def test_a_checkpoint_whose_scheduler_state_does_not_fit_is_refused_before_loading(tmp_path, edit, match) -> None:
+    from embreg.errors import DataError
+    from embreg.train.checkpoint import save_checkpoint
+
+    schedule = ["train.schedule=cosine-restarts", "train.restart_epochs=1"]
+    run_single(load_recipe("mf", [*QUICK, *schedule, "train.epochs=1"]), tmp_path)
+    files = RunDirectory(tmp_path)
+    state = files.load_checkpoint("last")
+    assert state is not None
+    edit(state)
+    save_checkpoint(files.file("last.safetensors"), state)
+    with pytest.raises(DataError, match=f"does not fit the learning-rate schedule: {match}"):
+        run_single(load_recipe("mf", [*QUICK, *schedule, "train.epochs=2"]), tmp_path, resume=True)

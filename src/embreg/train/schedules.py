@@ -57,7 +57,7 @@ from torch.optim.lr_scheduler import (
     StepLR,
 )
 
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 
 __all__ = [
     "Schedule",
@@ -70,6 +70,7 @@ __all__ = [
     "scheduler_factory",
     "fixed_length",
     "cycle_end_epochs",
+    "check_scheduler_state",
 ]
 
 SchedulerFactory = Callable[[torch.optim.Optimizer, int], LRScheduler]
@@ -319,3 +320,62 @@ register_schedule(
         fixed_length=True,
     )
 )
+
+
+def _same_shape(saved: Any, fresh: Any, where: str) -> str | None:
+    """Where ``saved`` differs from ``fresh`` in keys or value types (``None``: it fits)."""
+    if isinstance(fresh, Mapping):
+        if not isinstance(saved, Mapping):
+            return f"{where or 'its state'} is not a mapping"
+        missing = [k for k in fresh if k not in saved]
+        extra = [k for k in saved if k not in fresh]
+        if missing or extra:
+            return (
+                f"{where or 'its state'} lacks {missing}" if missing else f"{where or 'its state'} has unknown {extra}"
+            )
+        for key, value in fresh.items():
+            found = _same_shape(saved[key], value, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(fresh, list | tuple):
+        if not isinstance(saved, list | tuple) or len(saved) != len(fresh):
+            return f"{where} holds {saved!r}, not {len(fresh)} values"
+        for i, (a, b) in enumerate(zip(saved, fresh, strict=True)):
+            found = _same_shape(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(fresh, bool) or not isinstance(fresh, numbers):
+        if fresh is not None and type(saved) is not type(fresh):
+            return f"{where} holds {saved!r}, not a {type(fresh).__name__}"
+        return None
+    if isinstance(saved, bool) or not isinstance(saved, numbers) or not math.isfinite(float(saved)):
+        return f"{where} holds {saved!r}, not a finite number"
+    return None
+
+
+def check_scheduler_state(saved: Any, scheduler: LRScheduler, source: str) -> None:
+    """Refuses a checkpoint's scheduler state that does not fit ``scheduler`` (missing, other keys, other types).
+
+    Raises:
+        DataError: naming the checkpoint and the first entry that does not fit.
+
+    Example:
+        >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        >>> scheduler = StepLR(opt, step_size=2)
+        >>> check_scheduler_state({**scheduler.state_dict(), "step_size": "two"}, scheduler, "'last.safetensors'")
+        Traceback (most recent call last):
+        ...
+        embreg.errors.DataError: checkpoint 'last.safetensors' does not fit the learning-rate schedule: step_size holds 'two', not a finite number. Start the run afresh (without --resume, or in a new directory)
+    """
+    if saved is None:
+        problem = "it holds no scheduler state (written without this train.schedule?)"
+    else:
+        problem = _same_shape(saved, scheduler.state_dict(), "")
+    if problem:
+        raise DataError(
+            f"checkpoint {source} does not fit the learning-rate schedule: {problem}. "
+            "Start the run afresh (without --resume, or in a new directory)"
+        )

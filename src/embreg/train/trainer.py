@@ -38,7 +38,7 @@ from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
-from embreg.train.schedules import SchedulerFactory
+from embreg.train.schedules import SchedulerFactory, check_scheduler_state
 from embreg.train.seeding import rank_seed, seed_everything
 from embreg.train.state_checks import check_best_state, check_resume_state
 
@@ -548,6 +548,8 @@ class Trainer:
             return
         check_resume_state(state, self.model, self.optimizer, repr(str(self._files.file(LAST_CHECKPOINT))))
         check_resumable(state, self.epochs, self._files.file(LAST_CHECKPOINT))
+        if self.scheduler is not None:  # checked, like the model and optimizer, before anything is loaded
+            check_scheduler_state(state.get("scheduler"), self.scheduler, repr(str(self._files.file(LAST_CHECKPOINT))))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -555,7 +557,7 @@ class Trainer:
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         if self._scaler is not None and state.get("grad_scaler"):
             self._scaler.load_state_dict(state["grad_scaler"])
-        if self.scheduler is not None and "scheduler" in state:
+        if self.scheduler is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         self.next_epoch = state["next_epoch"]
         self.step = state["step"]

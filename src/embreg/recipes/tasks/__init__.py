@@ -176,7 +176,8 @@ class TaskAdapter(ABC):
         """Every key a run of ``recipe`` can write into ``metrics.json``, read from the recipe alone (no data is
         loaded): :data:`RUN_METRICS`, ``val_``/``test_`` of :meth:`evaluated_metrics`,
         :meth:`extra_metric_names`, and the averaged model's and snapshot ensemble's keys where the recipe asks for
-        them (:func:`embreg.recipes.ensembles.ensemble_metric_names`). A run may lack some (``world_size`` outside ``torchrun``), never have more.
+        them (:func:`embreg.recipes.ensembles.ensemble_metric_names`). A run may lack some (``world_size`` outside
+        ``torchrun``), never have more.
 
         Example:
             >>> from embreg.recipes import load_recipe

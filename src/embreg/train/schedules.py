@@ -370,9 +370,8 @@ def check_scheduler_state(saved: Any, scheduler: LRScheduler, source: str) -> No
         ...
         embreg.errors.DataError: checkpoint 'last.safetensors' does not fit the learning-rate schedule: step_size holds 'two', not a finite number. Start the run afresh (without --resume, or in a new directory)
     """
-    if saved is None:
-        problem = "it holds no scheduler state (written without this train.schedule?)"
-    else:
+    problem: str | None = "it holds no scheduler state (written without this train.schedule?)"
+    if saved is not None:
         problem = _same_shape(saved, scheduler.state_dict(), "")
     if problem:
         raise DataError(

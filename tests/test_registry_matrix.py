@@ -82,6 +82,10 @@ class Case:
         """Unmet requirements (a transform's id kind outside its ``kinds`` counts as ``ids:<kind>``)."""
         model = REGISTRY.get("model", self.model)
         missing = missing_capabilities(self.entry.requires, model.provides)
+        tasks = self.entry.extra.get("tasks")  # a technique of some tasks only (distillation: classification)
+        task = _task_of(self.model).name
+        if tasks is not None and task not in tasks:
+            missing.append(task)
         kinds = self.entry.extra.get("kinds", ())
         if self.kind is not None and kinds and self.kind not in kinds:
             missing.append(self.kind)
@@ -185,6 +189,21 @@ def _train(recipe_name: str, overrides: list[str]) -> Trained:
         torch.set_num_threads(threads)
 
 
+_TEACHERS: dict[str, str] = {}
+
+
+def _teacher_run(model: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A finished smoke run of the model's base recipe: the teacher of an objective that learns from teacher runs
+    (``extra["needs_teachers"]``, e.g. distillation), on the very data the case's run prepares."""
+    if model not in _TEACHERS:
+        from embreg.recipes.run import run_single
+
+        out = tmp_path_factory.mktemp(f"teacher-{model}")
+        run_single(load_recipe(base_recipe(model), [*_smoke(model), "train.keep_checkpoints=best"]), out)
+        _TEACHERS[model] = str(out)
+    return _TEACHERS[model]
+
+
 def _baseline(model: str) -> dict[str, torch.Tensor]:
     if model not in _BASELINES:
         _BASELINES[model] = _train(base_recipe(model), _smoke(model)).after
@@ -193,7 +212,7 @@ def _baseline(model: str) -> dict[str, torch.Tensor]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
-def test_technique_on_model(case: Case, models_offline: None) -> None:
+def test_technique_on_model(case: Case, models_offline: None, tmp_path_factory: pytest.TempPathFactory) -> None:
     recipe_name = base_recipe(case.model)
     overrides = _smoke(case.model) + case.overrides()
     missing = case.missing()
@@ -201,6 +220,9 @@ def test_technique_on_model(case: Case, models_offline: None) -> None:
         with pytest.raises(ConfigError, match=missing[0]):
             load_recipe(recipe_name, overrides)
         return
+    if case.entry.extra.get("needs_teachers"):
+        teacher = _teacher_run(case.model, tmp_path_factory)
+        overrides[-1] = f"objective={{name: {case.name}, teachers: [{teacher}]}}"
 
     run = _train(recipe_name, overrides)
     assert all(math.isfinite(loss) for loss in run.losses), run.losses

@@ -12,7 +12,7 @@ Slots:
 ``model``          a model builder (mf, bpr, ncf, dlrm, lstm-lm, encoder-classifier)
 ``embedding``      how embedding tables are built (uniform, md)
 ``index_transform`` ids -> ids on one id kind (sse-se, sse-graph, label-sse)
-``objective``      replaces the standard loss (standard, dropout-k)
+``objective``      replaces the standard loss (standard, dropout-k, distill)
 ``regularizer``    hooks ``prepare``/``penalty``/``after_backward`` (lnsr, r3f, smart, l2sp, mixout, ...)
 ``analysis``       a study's extra tables and plots from its run log (:mod:`embreg.studies.analyses`)
 =================  ==========================================================================================

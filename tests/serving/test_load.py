@@ -30,7 +30,7 @@ def test_last_checkpoint_loads_and_best_is_the_default(trained) -> None:
     path = trained("rating")
     assert load(path).checkpoint == "best"
     assert load(path, checkpoint="last").checkpoint == "last"
-    with pytest.raises(ConfigError, match="'best' or 'last'"):
+    with pytest.raises(ConfigError, match="checkpoint='final' must be one of best, last, averaged"):
         load(path, checkpoint="final")
 
 

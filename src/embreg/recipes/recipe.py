@@ -9,7 +9,7 @@ model: {name: ncf, dim: 64}       # a registered model and its arguments
 embeddings: {name: uniform}       # how embedding tables are built: uniform or md (mixed dimensions)
 index_transforms:                 # per id kind (user, item, token, label, field[:<name>]): an index transform
   item: {name: sse-se, p: 0.01}
-objective: {name: standard}       # or dropout-k
+objective: {name: standard}       # or dropout-k, distill
 regularizers:                     # registered regularisers, applied in order
   - {name: r3f, weight: 1.0, sigma: 1.0e-3}
 train: {epochs: 20, lr: 0.002}    # one train section for every family (the task supplies its defaults)
@@ -45,6 +45,8 @@ from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
 from embreg.train.loggers import check_logger_names
+from embreg.train.schedules import check_schedule_settings
+from embreg.train.snapshots import check_ensemble_settings, schedule_settings
 
 __all__ = [
     "Component",
@@ -190,9 +192,21 @@ class TrainConfig:
         lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``,
             ``sparse-adam``). Sparse tables (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam,
             :mod:`embreg.train.lazy_adam`; no weight decay), ``sgd`` or ``adagrad``.
-        schedule: ``constant`` or ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
-            lnsr-noise-stability-bert.txt, Sec. 4.3).
-        warmup: fraction of the steps spent warming up (``linear`` only: another schedule refuses a warm-up).
+        schedule: the learning-rate schedule, one of :data:`embreg.train.schedules.SCHEDULES`: ``constant``,
+            ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
+            lnsr-noise-stability-bert.txt, Sec. 4.3), or torch's own schedulers ``cosine``, ``cosine-restarts``,
+            ``step``, ``exponential``, ``one-cycle``, stepped after every optimizer step.
+        warmup: fraction of the steps spent warming up (``linear``, ``cosine``, ``one-cycle``: another schedule
+            refuses a warm-up).
+        min_lr, restart_epochs, restart_mult, step_epochs, gamma: the settings of the schedules that read them
+            (:data:`embreg.train.schedules.SCHEDULE_SETTINGS`; ``null``: not set); one set under a schedule that
+            does not read it is refused.
+        average_checkpoints: after training, also evaluate the average of the weights of the last K epochs
+            (``averaged_val_*``, ``averaged_test_*`` in ``metrics.json``; ``averaged.safetensors``), as
+            :mod:`embreg.train.snapshots` keeps them (``null``: no averaging).
+        snapshot_ensemble: keep the weights at the end of each cosine cycle (``schedule: cosine-restarts``) and
+            evaluate the ensemble averaging their predictions (``snapshots_val_*``, ``snapshots_test_*``; Huang et
+            al. 2017).
         patience: evaluations without improvement before stopping (``null``: never stop early).
         min_epochs: epochs always trained before early stopping may end the run (``0``: none).
         clip_norm: global gradient-norm clipping (``null``: none).
@@ -224,8 +238,15 @@ class TrainConfig:
     lr: float = 1e-3
     optimizer: Literal["adam", "amsgrad", "adamw", "sgd", "adagrad", "sparse-adam"] = "adam"
     weight_decay: float = 0.0
-    schedule: Literal["constant", "linear"] = "constant"
+    schedule: str = "constant"
     warmup: float = 0.0
+    min_lr: float | None = None
+    restart_epochs: int | None = None
+    restart_mult: int | None = None
+    step_epochs: int | None = None
+    gamma: float | None = None
+    average_checkpoints: int | None = None
+    snapshot_ensemble: bool = False
     patience: int | None = 5
     min_epochs: int = 0
     clip_norm: float | None = None
@@ -259,11 +280,8 @@ class TrainConfig:
             )
         if not 0 <= self.warmup < 1:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
-        if self.warmup > 0 and self.schedule != "linear":
-            raise ConfigError(
-                f"train.warmup={self.warmup} warms up the 'linear' schedule only, and train.schedule="
-                f"{self.schedule!r} would ignore it; set train.schedule=linear or train.warmup=0"
-            )
+        check_schedule_settings(self.schedule, schedule_settings(self))
+        check_ensemble_settings(self)
         if self.patience is not None and self.patience < 1:
             raise ConfigError(f"train.patience={self.patience} must be >= 1 or null")
         if not 0 <= self.min_epochs <= self.epochs:
@@ -361,6 +379,10 @@ class Recipe:
         if self.monitor_metric is not None and not self.monitor_metric.startswith("val_"):
             raise ConfigError(f"monitor_metric={self.monitor_metric!r} must name a validation metric (val_...)")
         check_model_accepts(self)
+        if self.train.snapshot_ensemble:
+            from embreg.models.ensemble import combine_for_task
+
+            combine_for_task(self.task)  # the snapshots' predictions must be averageable for this task
         task.extra["adapter"].check(self)
 
     @property

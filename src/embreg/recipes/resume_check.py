@@ -33,6 +33,7 @@ import yaml
 from embreg.config import to_dict
 from embreg.errors import ConfigError
 from embreg.train.run_dir import SUMMARY, RunDirectory
+from embreg.train.schedules import fixed_length
 
 __all__ = [
     "SAFE_TO_CHANGE",
@@ -122,15 +123,19 @@ def epochs_change_problem(stored: Mapping[str, Any], new: Mapping[str, Any]) -> 
     """Why ``train.epochs`` may not change from ``stored`` to ``new`` (``None``: it may).
 
     More epochs extend a run. Fewer are refused (the run may have trained past them already), and so is any
-    change under ``train.schedule=linear``, whose learning rate decays to zero over the whole run's steps.
+    change under a schedule whose learning rate follows the whole run's steps (``linear``, ``cosine``, ``one-cycle``:
+    :func:`embreg.train.schedules.fixed_length`).
     """
     old_epochs, new_epochs = stored.get("train", {}).get("epochs"), new.get("train", {}).get("epochs")
     if old_epochs == new_epochs:
         return None
     if not isinstance(old_epochs, int) or not isinstance(new_epochs, int) or new_epochs < old_epochs:
         return "train.epochs may only grow on resume (to extend a run)"
-    if new.get("train", {}).get("schedule") == "linear":
-        return "under train.schedule=linear the learning rate decays over the whole run, so its length is fixed"
+    schedule = new.get("train", {}).get("schedule")
+    if fixed_length(str(schedule)):
+        return (
+            f"under train.schedule={schedule} the learning rate follows the whole run's steps, so its length is fixed"
+        )
     return None
 
 

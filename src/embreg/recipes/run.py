@@ -37,6 +37,7 @@ from embreg._native import backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError
 from embreg.recipes.context import BuildContext
+from embreg.recipes.ensembles import ensemble_metrics, snapshot_callbacks
 from embreg.recipes.id_kinds import build_index_transforms
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, extends_finished_run, run_record
@@ -47,7 +48,9 @@ from embreg.train.finite import check_final_metrics
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
+from embreg.train.schedules import scheduler_factory
 from embreg.train.seeding import seed_everything
+from embreg.train.snapshots import schedule_settings
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
 from embreg.train.warmup import warmup_adamw_factory
 
@@ -103,6 +106,7 @@ class BuiltRun:
             optimizer = warmup_adamw_factory(t.lr, t.epochs * len(self.batches), t.warmup, t.weight_decay)
         else:
             optimizer = optimizer_factory(t.optimizer, t.lr, t.weight_decay)
+        callbacks = [*callbacks, *snapshot_callbacks(t, run_dir)]
         return Trainer(
             self.model,
             optimizer,
@@ -124,6 +128,7 @@ class BuiltRun:
             precision=t.precision,
             fused_step=t.fused_step,
             index_transforms_on=t.index_transforms_on,
+            scheduler=scheduler_factory(t.schedule, epochs=t.epochs, settings=schedule_settings(t)),
             **self.recipe.adapter.trainer_options(self.recipe),
         )
 
@@ -280,6 +285,7 @@ def _run_single(
     metrics = None
     if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's
         metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
+        metrics.update(ensemble_metrics(recipe, trainer, built.evaluator, run_dir))
         steps = len(trainer.batches) * len(result.history)
         train_seconds = sum(record["seconds"] for record in result.history)
         metrics.update(parameter_counts(built.model))

@@ -3,9 +3,12 @@
 * :mod:`embreg.regularizers.dropout`: Dropout_k, R_approx, xi_approx (dropout-explicit-implicit-regularization.txt).
 * fine-tuning stability (lnsr-noise-stability-bert.txt): :class:`LNSR`, :class:`LayerNoise` (FT+Noise), :class:`L2SP`,
   :class:`Mixout`, :class:`SMART`, :class:`R3F`, on a model's :mod:`~embreg.regularizers.layer_stack`.
+* :mod:`embreg.regularizers.distillation`: knowledge distillation of teacher runs into one model, an objective
+  (:class:`Distillation`; nlp-best-practices.txt, "Ensembling").
 """
 
 from embreg.regularizers.base import Objective, Regularizer, StepContext, standard_objective
+from embreg.regularizers.distillation import Distillation
 from embreg.regularizers.dropout import (
     DropoutK,
     ExplicitDropoutRegularizer,
@@ -30,6 +33,7 @@ from embreg.regularizers.r3f import R3F
 from embreg.regularizers.smart import SMART
 
 __all__ = [
+    "Distillation",
     "DropoutReplay",
     "HFEncoderStack",
     "L2SP",

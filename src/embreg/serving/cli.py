@@ -4,6 +4,7 @@
     embreg recommend RUN (--users U1,U2 | --all) [--k 10] [--include-seen] [--history I1,I2,...] --out FILE.csv
     embreg score RUN --input TEXT [--out FILE.csv]
     embreg export RUN --out DIR
+    embreg ensemble RUN [RUN ...] [--split test] [--snapshots] [--checkpoint best|last] [--out FILE.json]
 
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
 ``--unknown`` policy did with them.
@@ -23,12 +24,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_serving_parsers", "cmd_predict", "cmd_recommend", "cmd_score", "cmd_export"]
+__all__ = ["add_serving_parsers", "cmd_predict", "cmd_recommend", "cmd_score", "cmd_export", "cmd_ensemble"]
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="a single-seed run directory (one seed-<s>/ of a multi-seed run)")
-    parser.add_argument("--checkpoint", choices=("best", "last"), default="best")
+    parser.add_argument("--checkpoint", choices=("best", "last", "averaged"), default="best")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
 
 
@@ -68,6 +69,17 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     _common(export)
     export.add_argument("--out", required=True, help="directory to write")
     export.set_defaults(func=cmd_export)
+
+    ensemble = sub.add_parser(
+        "ensemble", help="evaluate the ensemble averaging several runs' predictions (seeds, snapshots, recipes)"
+    )
+    ensemble.add_argument("runs", nargs="+", help="run directories of one task and data (a multi-seed one: its seeds)")
+    ensemble.add_argument("--split", default="test", help="the split of the runs' data to evaluate on (default test)")
+    ensemble.add_argument("--snapshots", action="store_true", help="each run's cosine-cycle snapshots as members")
+    ensemble.add_argument("--checkpoint", choices=("best", "last", "averaged"), default="best")
+    ensemble.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    ensemble.add_argument("--out", help="JSON file to write (members' and the ensemble's metrics)")
+    ensemble.set_defaults(func=cmd_ensemble)
 
 
 def _ids(text: str | None) -> list[str] | None:
@@ -133,4 +145,24 @@ def cmd_export(args: argparse.Namespace) -> int:
     run = load(args.run, checkpoint=args.checkpoint, device="cpu")
     written = export(run, args.out)
     print(f"exported {run.task} run {run.path} -> {written}")
+    return 0
+
+
+def cmd_ensemble(args: argparse.Namespace) -> int:
+    import json
+
+    from embreg.serving.ensemble import load_ensemble, report_table
+
+    ensemble = load_ensemble(args.runs, checkpoint=args.checkpoint, device=args.device, snapshots=args.snapshots)
+    result = {
+        "task": ensemble.task,
+        "split": args.split,
+        "members": dict(zip(ensemble.labels, ensemble.member_metrics(args.split), strict=True)),
+        "ensemble": ensemble.evaluate(args.split),
+    }
+    print(report_table(result), end="")
+    if args.out:
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
     return 0

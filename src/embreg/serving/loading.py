@@ -33,10 +33,14 @@ import torch
 from embreg.errors import ConfigError, DataError
 from embreg.serving.trained_run import TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
-from embreg.train.checkpoint import _json_default
+from embreg.train.checkpoint import _json_default, load_checkpoint
 from embreg.train.run_dir import Checkpoint, RunDirectory
 
-__all__ = ["load"]
+__all__ = ["load", "CHECKPOINTS"]
+
+CHECKPOINTS = ("best", "last", "averaged")
+"""The weights of a run ``load`` can take: its best epoch's, its last, or the average of its last epochs'."""
+AVERAGED_CHECKPOINT = "averaged.safetensors"
 
 _SEED_DIR = re.compile(r"seed-\d+")
 
@@ -46,14 +50,16 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
 
     Args:
         run_dir: a single-seed run directory (one ``seed-<s>/`` of a multi-seed run).
-        checkpoint: ``"best"`` (the best validation epoch, ``best.safetensors``) or ``"last"``.
+        checkpoint: ``"best"`` (the best validation epoch, ``best.safetensors``), ``"last"``, or ``"averaged"``
+            (the mean weights of the last epochs, ``averaged.safetensors``, of a run with
+            ``train.average_checkpoints``).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"`` or a ``torch.device``.
 
     Returns:
         a :class:`~embreg.serving.trained_run.TrainedRun` (``predict``, ``recommend``, ``score``).
 
     Raises:
-        ConfigError: ``checkpoint`` is neither ``best`` nor ``last``.
+        ConfigError: ``checkpoint`` is not ``best``, ``last`` or ``averaged``.
         DataError: ``run_dir`` is not a run directory (no ``config.yaml``; a multi-seed directory names its seeds),
             the checkpoint is missing (the message names the file and ``train.keep_checkpoints``) or corrupt, its
             weights do not fit the rebuilt model, or the task's data differs from the data the run was trained on.
@@ -62,12 +68,18 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
     from embreg.recipes.shipped import recipe_from_mapping
     from embreg.train.device import resolve_device
 
-    if checkpoint not in ("best", "last"):
-        raise ConfigError(f"checkpoint={checkpoint!r} must be 'best' or 'last'")
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"checkpoint={checkpoint!r} must be one of {', '.join(CHECKPOINTS)}")
     files = RunDirectory(run_dir)
     config = _config(files)
-    which = cast(Checkpoint, checkpoint)
-    path = files.file(files.checkpoint_name(which))
+    averaged = checkpoint == "averaged"
+    which = cast(Checkpoint, "best" if averaged else checkpoint)
+    path = files.file(AVERAGED_CHECKPOINT if averaged else files.checkpoint_name(which))
+    if averaged and not path.is_file():
+        raise DataError(
+            f"checkpoint not found: {str(path)!r}; a run writes it with train.average_checkpoints=K "
+            f"(this one: {config.get('train', {}).get('average_checkpoints')!r})"
+        )
     if not path.is_file():
         kept = config.get("train", {}).get("keep_checkpoints", "?")
         raise DataError(
@@ -76,7 +88,7 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
             "--set train.keep_checkpoints=best"
         )
     recipe: Recipe = recipe_from_mapping(config)
-    state = files.load_checkpoint(which, map_location="cpu")
+    state = load_checkpoint(path, map_location="cpu") if averaged else files.load_checkpoint(which, map_location="cpu")
     if state is None or "model" not in state:
         raise DataError(f"checkpoint {str(path)!r} holds no model weights")
     built = _build(recipe)

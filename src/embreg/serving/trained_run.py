@@ -68,7 +68,7 @@ class TrainedRun:
         evaluator: the task's evaluator (``evaluator(model, split)`` gives the run's metrics).
         vocabularies: ``{kind: IdVocabulary}`` (:mod:`embreg.serving.vocabularies`).
         device: where the model is.
-        checkpoint: ``"best"`` or ``"last"``.
+        checkpoint: ``"best"``, ``"last"`` or ``"averaged"``.
         epoch: the epoch the checkpoint holds (0-based), where it says.
     """
 

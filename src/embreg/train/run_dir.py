@@ -103,6 +103,8 @@ RUN_ENTRIES = frozenset(
         "wandb.json",
         "backends.json",
         "steps.csv",
+        "snapshots",
+        "averaged.safetensors",
     }
 )
 """The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""

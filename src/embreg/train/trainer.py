@@ -38,6 +38,7 @@ from embreg.train.host_draws import plan_host_draws
 from embreg.train.optim import OptimizerFactory
 from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
+from embreg.train.schedules import SchedulerFactory, check_scheduler_state
 from embreg.train.seeding import rank_seed, seed_everything
 from embreg.train.state_checks import check_best_state, check_resume_state
 
@@ -122,6 +123,8 @@ class Trainer:
             update in one call, e.g. :mod:`embreg.models.mf_fused_step`) instead of autograd; it computes the same
             step, so it takes no objective other than the standard one, no regularisers, no clipping, fp32 on the
             CPU in one process. Where the model's kernel cannot be built the autograd step runs (after a warning).
+        scheduler: ``(optimizer, steps_per_epoch) -> LRScheduler`` (:mod:`embreg.train.schedules`), stepped after
+            every optimizer step; its state is saved in ``last.safetensors`` and restored on resume (``None``: none).
         index_transforms_on: where the model's index transforms (SSE) draw in training (:mod:`embreg.train.host_draws`):
             ``"auto"`` (on the CPU batch before its copy when training on CUDA, where the model allows it; else in the
             forward pass), ``"host"`` or ``"device"``. The swaps' law is the same either way.
@@ -171,6 +174,7 @@ class Trainer:
         distributed: DistributedEnv | None = None,
         fused_step: bool = False,
         index_transforms_on: str = "auto",
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs={epochs} must be >= 1")
@@ -216,6 +220,8 @@ class Trainer:
         if self.device.type == "cuda" and hasattr(batches, "pinned"):
             batches = batches.pinned()  # host-to-GPU copies of each batch then run asynchronously
         self.batches = batches
+        self.scheduler = scheduler(self.optimizer, len(batches)) if scheduler is not None else None
+        self._step_lr = 0.0
         self.evaluator = evaluator
         self.epochs = epochs
         self.monitor = monitor
@@ -347,7 +353,7 @@ class Trainer:
             "step": self.step,
             "epoch": epoch,
             "train_loss": loss,
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
+            "lr": self._step_lr if self.scheduler is not None else float(self.optimizer.param_groups[0]["lr"]),
         }
         for callback in self.step_callbacks:
             callback(self, record)
@@ -366,6 +372,7 @@ class Trainer:
             fused_loss = self._fused(batch)
             if not math.isfinite(fused_loss):
                 self._raise_not_finite(fused_loss, fused_loss, 0.0, epoch)
+            self._step_scheduler()
             self.step += 1
             return fused_loss, 0.0
         self.optimizer.zero_grad(set_to_none=True)
@@ -400,8 +407,14 @@ class Trainer:
             self._scaler.update()
         else:
             self.optimizer.step()
+        self._step_scheduler()
         self.step += 1
         return loss_value, penalty_value
+
+    def _step_scheduler(self) -> None:
+        if self.scheduler is not None:
+            self._step_lr = float(self.optimizer.param_groups[0]["lr"])  # the rate this step used, for the loggers
+            self.scheduler.step()
 
     def _last_good_checkpoint(self) -> str:
         """``"; the last good checkpoint is <run_dir>/last.safetensors"`` where that file exists, else ``""``.
@@ -510,6 +523,8 @@ class Trainer:
             state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         if self._scaler is not None:
             state["grad_scaler"] = self._scaler.state_dict()
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
         if ranks is not None:
             state["world_size"] = self.dist.world_size
             state["rank_states"] = ranks
@@ -533,6 +548,8 @@ class Trainer:
             return
         check_resume_state(state, self.model, self.optimizer, repr(str(self._files.file(LAST_CHECKPOINT))))
         check_resumable(state, self.epochs, self._files.file(LAST_CHECKPOINT))
+        if self.scheduler is not None:  # checked, like the model and optimizer, before anything is loaded
+            check_scheduler_state(state.get("scheduler"), self.scheduler, repr(str(self._files.file(LAST_CHECKPOINT))))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
@@ -540,6 +557,8 @@ class Trainer:
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         if self._scaler is not None and state.get("grad_scaler"):
             self._scaler.load_state_dict(state["grad_scaler"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         self.next_epoch = state["next_epoch"]
         self.step = state["step"]
         self.best_value = state["best_value"]

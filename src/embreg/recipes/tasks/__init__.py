@@ -129,6 +129,12 @@ class TaskAdapter(ABC):
                     f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} needs {', '.join(missing)}, which "
                     f"model {model.name!r} does not provide (it provides: {', '.join(provides) or 'nothing'})"
                 )
+            tasks = spec.entry.extra.get("tasks")
+            if tasks is not None and self.name not in tasks:
+                raise ConfigError(
+                    f"{where}: {spec.entry.slot.replace('_', ' ')} {spec.name!r} serves the {', '.join(tasks)} "
+                    f"task{'s' if len(tasks) > 1 else ''} only, not task {self.name!r}"
+                )
             objectives = spec.entry.extra.get("objectives")
             if objectives is not None and recipe.objective.name not in objectives:
                 raise ConfigError(
@@ -169,8 +175,10 @@ class TaskAdapter(ABC):
 
     def metric_names(self, recipe: Any) -> tuple[str, ...]:
         """Every key a run of ``recipe`` can write into ``metrics.json``, read from the recipe alone (no data is
-        loaded): :data:`RUN_METRICS`, ``val_``/``test_`` of :meth:`evaluated_metrics`, and
-        :meth:`extra_metric_names`. A run may lack some (``world_size`` outside ``torchrun``), never have more.
+        loaded): :data:`RUN_METRICS`, ``val_``/``test_`` of :meth:`evaluated_metrics`,
+        :meth:`extra_metric_names`, and the averaged model's and snapshot ensemble's keys where the recipe asks for
+        them (:func:`embreg.recipes.ensembles.ensemble_metric_names`). A run may lack some (``world_size`` outside
+        ``torchrun``), never have more.
 
         Example:
             >>> from embreg.recipes import load_recipe
@@ -178,9 +186,12 @@ class TaskAdapter(ABC):
             >>> "test_rmse" in recipe.adapter.metric_names(recipe), "test_ndcg@10" in recipe.adapter.metric_names(recipe)
             (True, False)
         """
+        from embreg.recipes.ensembles import ensemble_metric_names
+
         evaluated = self.evaluated_metrics(recipe)
         split_keys = [f"{split}_{name}" for split in ("val", "test") for name in evaluated]
-        return tuple(dict.fromkeys([*RUN_METRICS, *split_keys, *self.extra_metric_names(recipe)]))
+        ensembles = ensemble_metric_names(recipe.train, evaluated)  # train.average_checkpoints, snapshot_ensemble
+        return tuple(dict.fromkeys([*RUN_METRICS, *split_keys, *self.extra_metric_names(recipe), *ensembles]))
 
     def headline_metrics(self) -> tuple[str, ...]:
         """The test metrics ``embreg compare`` shows by default (:attr:`headline`)."""

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from embreg.data import load_polarity
+from embreg.data.labelled_text import SplitSizeError
 from embreg.data.polarity import parse_fasttext_lines
-from embreg.errors import DataError
+from embreg.errors import ConfigError, DataError
 
 
 def test_parse_lines_and_reject_unknown_labels() -> None:
@@ -35,3 +36,25 @@ def test_real_polarity_split_is_stratified_and_fixed() -> None:
     reshuffled = load_polarity(split_seed=1)
     assert reshuffled.texts["test"] != task.texts["test"]
     assert np.array_equal(reshuffled.labels["test"], task.labels["test"])  # still 20 of each class
+
+
+@pytest.mark.integration
+def test_train_size_draws_a_subset_of_the_training_sentences_and_a_larger_one_is_refused() -> None:
+    full = load_polarity()
+    subset = load_polarity(train_size=32, subset_seed=3)
+    assert subset.sizes == {"train": 32, "valid": 40, "test": 40}
+    assert set(subset.texts["train"]) <= set(full.texts["train"])
+    assert subset.texts["test"] == full.texts["test"]
+    assert load_polarity(train_size=32, subset_seed=4).texts["train"] != subset.texts["train"]
+    with pytest.raises(SplitSizeError, match="train_size=121 is more than the 120") as error:
+        load_polarity(train_size=121)
+    assert error.value.fits == {"train_size": 120}
+
+
+def test_the_recipe_refuses_a_train_size_polarity_cannot_hold() -> None:
+    from embreg.recipes import load_recipe
+    from embreg.recipes.tasks.text import load_text_task
+
+    recipe = load_recipe("ft-polarity", ["data.train_size=1000"])
+    with pytest.raises(ConfigError, match=r"--set data.train_size=120 or data.train_size=null"):
+        load_text_task(recipe)

@@ -149,11 +149,12 @@ def _labelled(path, n):
 
 def test_a_small_labelled_file_names_the_set_that_fits(tmp_path):
     path = _labelled(tmp_path / "small.csv", 50)
-    recipe = load_recipe("ft-polarity", [f"data.path={path}"])  # train_size 1000 of 50 rows
+    recipe = load_recipe("ft-polarity", [f"data.path={path}", "data.train_size=1000"])  # 1000 of 50 rows
     with pytest.raises(ConfigError, match=r"--set data.train_size=40 fits this file \(or data.train_size=null"):
         load_text_task(recipe)
     task = load_text_task(load_recipe("ft-polarity", [f"data.path={path}", "data.train_size=40"]))
     assert task.sizes == {"train": 40, "valid": 5, "test": 5}
-    explicit = load_recipe("ft-polarity", [f"data.path={path}", "data.valid_size=30", "data.test_size=30"])
+    sizes = [f"data.path={path}", "data.train_size=1000", "data.valid_size=30", "data.test_size=30"]
+    explicit = load_recipe("ft-polarity", sizes)
     with pytest.raises(ConfigError, match="--set data.valid_size=5 --set data.test_size=5 --set data.train_size=40"):
         load_text_task(explicit)

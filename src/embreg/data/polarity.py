@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from embreg.data.catalog import POLARITY_FILE
-from embreg.data.labelled_text import SPLITS, TextTask
+from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask
 from embreg.data.registry import fetch
 from embreg.errors import DataError
 
@@ -42,14 +42,25 @@ def parse_fasttext_lines(lines: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def load_polarity(
-    *, valid_size: int = 40, test_size: int = 40, split_seed: int = 0, path: str | Path | None = None
+    *,
+    valid_size: int = 40,
+    test_size: int = 40,
+    split_seed: int = 0,
+    train_size: int | None = None,
+    subset_seed: int = 0,
+    path: str | Path | None = None,
 ) -> TextTask:
     """The polarity task: a stratified split of the 200 sentences.
 
     Args:
         valid_size, test_size: even sizes of the evaluation sets (half of each class); the rest is training data.
         split_seed: seed of the split.
+        train_size: training sentences drawn from the rest (``None``: all of them).
+        subset_seed: seed of that draw.
         path: directory holding ``pang_lee_polarity.cor`` (default: ``fetch("polarity-200")``).
+
+    Raises:
+        SplitSizeError: ``train_size`` larger than the sentences left for training (``fits`` names the size that fits).
 
     Example:
         >>> load_polarity().sizes  # doctest: +SKIP
@@ -72,8 +83,22 @@ def load_polarity(
         split["test"] += rows[:n_test].tolist()
         split["valid"] += rows[n_test : n_test + n_valid].tolist()
         split["train"] += rows[n_test + n_valid :].tolist()
+    if train_size is not None:
+        pool = len(split["train"])
+        if train_size > pool:
+            raise SplitSizeError(
+                f"train_size={train_size} is more than the {pool} polarity sentences left for training",
+                {"train_size": pool},
+            )
+        split["train"] = np.random.default_rng(subset_seed).choice(split["train"], train_size, replace=False).tolist()
     index = {s: np.sort(np.asarray(split[s])) for s in SPLITS}
-    record = {"dataset": "polarity-200", "split_seed": split_seed, "sizes": {s: int(index[s].size) for s in SPLITS}}
+    record = {
+        "dataset": "polarity-200",
+        "split_seed": split_seed,
+        "train_size": train_size,
+        "subset_seed": subset_seed,
+        "sizes": {s: int(index[s].size) for s in SPLITS},
+    }
     return TextTask(
         "polarity",
         "classification",

@@ -111,7 +111,16 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
     if d.dataset == "polarity":
         from embreg.data.polarity import load_polarity
 
-        return load_polarity(valid_size=d.valid_size or 40, test_size=d.test_size or 40, split_seed=d.split_seed)
+        try:
+            return load_polarity(
+                valid_size=d.valid_size or 40,
+                test_size=d.test_size or 40,
+                split_seed=d.split_seed,
+                train_size=d.train_size,
+                subset_seed=d.subset_seed,
+            )
+        except SplitSizeError as exc:
+            raise ConfigError(f"{exc}; --set data.train_size={exc.fits['train_size']} or data.train_size=null") from None
     if d.dataset == "file":
         from embreg.data.text_file import load_text_file
 

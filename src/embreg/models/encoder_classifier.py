@@ -26,7 +26,7 @@ from embreg.models.output import ModelOutput
 from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.registry import register
 
-__all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
+__all__ = ["EncoderClassifier", "encode_texts", "swap_word_pieces", "trim_padding"]
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -62,6 +62,24 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if length == mask.shape[1]:
         return batch
     return {k: (v[:, : max(length, 1)] if k in TEXT_KEYS else v) for k, v in batch.items()}
+
+
+def swap_word_pieces(
+    transform: nn.Module | None, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """``transform`` on the word pieces of ``(B, T)`` ids; ``[CLS]`` (position 0), the last attended token
+    (``[SEP]``) and padding keep their ids. ``input_ids`` itself when there is no transform or it passes ids
+    through (drawn upstream, :mod:`embreg.models.transform_sites`)."""
+    if transform is None or is_passed_through(transform):
+        return input_ids
+    swapped = transform(input_ids)
+    keep = torch.zeros_like(input_ids, dtype=torch.bool)
+    keep[:, 0] = True
+    if attention_mask is not None:
+        keep |= attention_mask[:, : input_ids.shape[1]] == 0
+        last = attention_mask[:, : input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
+        keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
+    return torch.where(keep, input_ids, swapped)
 
 
 class EncoderClassifier(nn.Module):
@@ -162,16 +180,9 @@ class EncoderClassifier(nn.Module):
         """``token_transform`` on the word pieces of ``(B, T)`` ids, in training only (SSE on input embeddings,
         sse-stochastic-shared-embeddings.txt, Sec. 4.3); ``[CLS]`` (position 0), the last attended token
         (``[SEP]``) and padding keep their ids."""
-        if self.token_transform is None or not self.training or is_passed_through(self.token_transform):
+        if not self.training:
             return input_ids
-        swapped = self.token_transform(input_ids)
-        keep = torch.zeros_like(input_ids, dtype=torch.bool)
-        keep[:, 0] = True
-        if attention_mask is not None:
-            keep |= attention_mask[:, : input_ids.shape[1]] == 0
-            last = attention_mask[:, : input_ids.shape[1]].long().sum(dim=1).clamp(min=1) - 1
-            keep[torch.arange(input_ids.shape[0], device=input_ids.device), last] = True
-        return torch.where(keep, input_ids, swapped)
+        return swap_word_pieces(self.token_transform, input_ids, attention_mask)
 
     def index_transforms(self) -> list[nn.Module]:
         """The token transform, if set (:mod:`embreg.models.transform_sites`)."""

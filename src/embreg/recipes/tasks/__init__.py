@@ -198,6 +198,10 @@ class TaskAdapter(ABC):
     def num_ids(self, prepared: Any, kind: str) -> int:
         raise ConfigError(f"task {self.name!r} has no {kind!r} ids")
 
+    def excluded_ids(self, prepared: Any, kind: str) -> tuple[int, ...]:
+        """Ids of ``kind`` that index transforms must neither swap nor draw (a tokenizer's special ids)."""
+        return ()
+
     def frequencies(self, prepared: Any, kind: str) -> Any:
         raise ConfigError(f"task {self.name!r} has no training counts of {kind!r} ids")
 

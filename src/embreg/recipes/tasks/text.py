@@ -84,6 +84,7 @@ class PreparedText:
     tensors: dict[str, dict[str, torch.Tensor]]
     vocab_size: int = 0
     source: dict[str, Any] = field(default_factory=dict)
+    special_ids: tuple[int, ...] = ()
 
 
 def load_text_task(recipe: Any) -> TextTask:
@@ -156,7 +157,7 @@ class _TextTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedText:
         from embreg.models.encoder_classifier import encode_texts
-        from embreg.models.pretrained import load_pretrained
+        from embreg.models.pretrained import encoder_source, load_pretrained
 
         described = checked_file(recipe.data) if recipe.data.path is not None else None
         task = load_text_task(recipe)
@@ -171,11 +172,17 @@ class _TextTask(TaskAdapter):
             dtype = torch.float32 if task.kind == "regression" else torch.long
             encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
             tensors[split] = encoded
-        return PreparedText(task, tensors, vocab_size=len(tokenizer), source=source)
+        source = source | encoder_source(recipe.model.pretrained)
+        specials = tuple(int(i) for i in tokenizer.all_special_ids)
+        return PreparedText(task, tensors, vocab_size=len(tokenizer), source=source, special_ids=specials)
 
     def num_ids(self, prepared: PreparedText, kind: str) -> int:
         """The tokenizer's vocabulary size (every id the encoder's embedding table has)."""
         return int(prepared.vocab_size)
+
+    def excluded_ids(self, prepared: PreparedText, kind: str) -> tuple[int, ...]:
+        """The tokenizer's special ids: an index transform never swaps a word for [PAD], [MASK], [CLS], ..."""
+        return prepared.special_ids
 
     def batches(self, recipe, prepared: PreparedText) -> TensorBatches:
         return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)

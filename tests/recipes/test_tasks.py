@@ -18,6 +18,7 @@ MINIMAL = {
     "next-item": "model: {name: sasrec, user_dim: 8}\n",  # with user ids (SSE-PT)
     "classification": "",
     "regression": "data: {task: regression}\n",
+    "mlm": "",
 }
 MONITORS = {
     "rating": ("val_rmse", "min"),
@@ -27,6 +28,7 @@ MONITORS = {
     "next-item": ("val_ndcg@10", "max"),
     "classification": ("val_mcc", "max"),
     "regression": ("val_corr", "max"),
+    "mlm": ("val_ppl", "min"),
 }
 
 
@@ -43,7 +45,7 @@ def test_every_shipped_recipe_loads_through_its_task() -> None:
         assert recipe.adapter is adapter and isinstance(recipe.data, adapter.data_config), name
         assert recipe.task in recipe.model.entry.extra["tasks"], name
         seen.add(recipe.task)
-    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification"}
+    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "mlm"}
 
 
 @pytest.mark.parametrize("task", sorted(MINIMAL))
@@ -77,7 +79,7 @@ def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     path.write_text("name: odd\ntask: translation\n")
     with pytest.raises(
         ConfigError,
-        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
+        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, mlm, "
         r"next-item, ranking, rating, regression",
     ):
         load_recipe(path)

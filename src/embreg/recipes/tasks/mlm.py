@@ -52,7 +52,15 @@ from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_d
 from embreg.train.batches import TensorBatches
 from embreg.train.mlm_evaluation import MaskedLMEvaluator
 
-__all__ = ["MaskedLMDataConfig", "MaskedLMData", "MaskedLMTask", "finetuning_review_splits", "REVIEW_DEFAULT_SPLIT"]
+__all__ = [
+    "MaskedLMDataConfig",
+    "MaskedLMData",
+    "MaskedLMTask",
+    "finetuning_review_splits",
+    "pretraining_texts",
+    "measured_replacement_rates",
+    "REVIEW_DEFAULT_SPLIT",
+]
 
 REVIEW_DEFAULT_SPLIT = (0, 1000, 2000)
 """``(split_seed, valid_size, test_size)`` of a reviews fine-tuning run that leaves the sizes unset."""
@@ -204,6 +212,28 @@ def _wiki_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict[str, 
     return splits, {"dataset": "enwiki-gensim", "articles": len(articles)}
 
 
+def pretraining_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The ``train`` / ``valid`` / ``test`` texts of a data section and a record of where they came from.
+
+    For ``dataset: reviews`` no text is in the validation or test set of a fine-tuning recipe
+    (:func:`finetuning_review_splits`).
+
+    Raises:
+        DataError: too few texts for the held-out sets; a file that is missing, changed or unreadable (the line
+            named).
+    """
+    if d.dataset == "file":
+        from embreg.data.mlm_texts import read_text_lines
+
+        described = checked_file(d)
+        texts = read_text_lines(str(d.path))
+        splits = _split_texts(texts, d, str(d.path))
+        return splits, file_record(described, {"rows_read": len(texts)}, len(splits["train"]))
+    if d.dataset == "enwiki-gensim":
+        return _wiki_texts(d)
+    return _review_texts(d)
+
+
 class MaskedLMTask(TaskAdapter):
     """BERT's masked-LM objective on whole texts; cross-entropy and perplexity (``ppl``) on held-out texts."""
 
@@ -212,11 +242,11 @@ class MaskedLMTask(TaskAdapter):
     default_model = "encoder-mlm"
     id_kinds = ("token", "label")
     smoke_overrides = (
-        "data.max_texts=48",
+        "data.max_texts=64",
         "data.valid_size=16",
         "data.test_size=16",
-        "data.max_length=24",
-        "train.batch_size=8",
+        "data.max_length=32",
+        "train.batch_size=16",
         "train.eval_batch_size=16",
         "train.epochs=1",
         "train.progress=false",
@@ -251,17 +281,7 @@ class MaskedLMTask(TaskAdapter):
         from embreg.models.pretrained import encoder_source, load_pretrained
 
         d = recipe.data
-        if d.dataset == "file":
-            from embreg.data.mlm_texts import read_text_lines
-
-            described = checked_file(d)
-            texts = read_text_lines(d.path)
-            splits = _split_texts(texts, d, str(d.path))
-            source = file_record(described, {"rows_read": len(texts)}, len(splits["train"]))
-        elif d.dataset == "enwiki-gensim":
-            splits, source = _wiki_texts(d)
-        else:
-            splits, source = _review_texts(d)
+        splits, source = pretraining_texts(d)
         source = {**source, "rows": len(splits["train"]), **encoder_source(recipe.model.pretrained)}
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
         if tokenizer.mask_token_id is None:

@@ -166,6 +166,17 @@ def test_a_users_text_file_with_a_bad_line_is_named(tiny_bert: Path, tmp_path: P
         run_single(load_recipe("mlm", [*SMALL, f"model.pretrained={tiny_bert}", f"data.path={path}"]), None)
 
 
+def test_sse_on_text_tasks_leaves_the_tokenizers_special_ids_alone(tiny_bert: Path) -> None:
+    from transformers import AutoTokenizer
+
+    specials = tuple(sorted(AutoTokenizer.from_pretrained(tiny_bert).all_special_ids))
+    assert len(specials) == 5  # [PAD] [UNK] [CLS] [SEP] [MASK]
+    mlm = build_run(load_recipe("mlm-sse", [*SMALL, f"model.pretrained={tiny_bert}"])).model
+    assert mlm.token_transform.excluded.ids == specials and mlm.label_transform.excluded.ids == specials
+    ft = build_run(load_recipe("ft-reviews-sse", [*FT_SMALL, f"model.pretrained={tiny_bert}"])).model
+    assert ft.token_transform.excluded.ids == specials
+
+
 def test_settings_the_data_does_not_read_are_refused() -> None:
     with pytest.raises(ConfigError, match="data.max_articles=3 is read by dataset 'enwiki-gensim' only"):
         load_recipe("mlm", ["data.max_articles=3"])

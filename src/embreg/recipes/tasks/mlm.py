@@ -171,7 +171,7 @@ def _split_texts(texts: list[str], d: MaskedLMDataConfig, where: str) -> dict[st
     if len(texts) <= held:
         raise DataError(
             f"{where}: {len(texts)} texts leave none to train on after valid_size={d.valid_size} + "
-            f"test_size={d.test_size} held out"
+            f"test_size={d.test_size} held out; set data.valid_size and data.test_size lower"
         )
     order = np.random.default_rng(d.split_seed).permutation(len(texts))
     train = order[held:] if d.max_texts is None else order[held : held + d.max_texts]

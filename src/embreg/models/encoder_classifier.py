@@ -231,7 +231,8 @@ class EncoderClassifierConfig:
     """The pretrained encoder and its head (``model: {name: encoder-classifier, ...}``).
 
     Attributes:
-        pretrained: a registry name (``all-minilm-l6-v2``) or a local Hugging Face checkpoint directory.
+        pretrained: a registry name (``all-minilm-l6-v2``), a local Hugging Face checkpoint directory, or an
+            ``mlm`` run directory (the encoder of its best checkpoint: :mod:`embreg.models.run_encoder`).
         pooling: ``mean`` or ``cls`` (see :class:`EncoderClassifier`).
         dropout: dropout before the head (``null``: the encoder's hidden dropout).
         init_std: standard deviation of the head's initialisation (lnsr-noise-stability-bert.txt, Sec. 4.3: 0.02).

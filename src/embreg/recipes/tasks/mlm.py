@@ -8,9 +8,9 @@ then takes the run directory (:mod:`embreg.models.run_encoder`).
 
 Data (``data.dataset``):
 
-* ``reviews``: the 22,641 clothing-review texts *outside* the validation and test sets of every shipped fine-tuning
-  recipe on the reviews (and of the reviews' default split), so fine-tuning never tests on a text the encoder was
-  pre-trained on (:func:`finetuning_review_splits`);
+* ``reviews``: those of the 22,641 clothing-review texts that are *outside* the validation and test sets of every
+  shipped fine-tuning recipe on the reviews and of the reviews' default split (19,641 texts at the shipped splits),
+  so fine-tuning never tests on a text the encoder was pre-trained on (:func:`finetuning_review_splits`);
 * ``enwiki-gensim``: the Wikipedia extract of the dataset registry in passages of ``max_length`` words, split by
   article;
 * ``file``: a user's UTF-8 text file, one text per line (``data.path``).
@@ -137,6 +137,7 @@ class MaskedLMData:
     special_ids: tuple[int, ...]
     source: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
+    encoder: dict[str, str] = field(default_factory=dict)
 
 
 class MaskBatch:
@@ -282,7 +283,7 @@ class MaskedLMTask(TaskAdapter):
 
         d = recipe.data
         splits, source = pretraining_texts(d)
-        source = {**source, "rows": len(splits["train"]), **encoder_source(recipe.model.pretrained)}
+        source = {**source, "rows": len(splits["train"])}
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
         if tokenizer.mask_token_id is None:
             raise DataError(f"the tokenizer of {recipe.model.pretrained!r} has no [MASK] token; masked LM needs one")
@@ -307,7 +308,8 @@ class MaskedLMTask(TaskAdapter):
             "mask_id": int(tokenizer.mask_token_id),
             "masking": implicit_sse_rate(d.mask_rate, d.mask_share, d.random_share),
         }
-        return MaskedLMData(tensors, masking, len(tokenizer), specials, source, record)
+        encoder = encoder_source(recipe.model.pretrained)
+        return MaskedLMData(tensors, masking, len(tokenizer), specials, source, record, encoder)
 
     def num_ids(self, prepared: MaskedLMData, kind: str) -> int:
         """The tokenizer's vocabulary size, for input and target ids alike (the decoder is tied to the inputs)."""
@@ -333,7 +335,8 @@ class MaskedLMTask(TaskAdapter):
         return {"split.json": prepared.record}
 
     def data_used(self, recipe: Any, prepared: MaskedLMData) -> dict[str, Any]:
-        return prepared.source
+        """The texts, and where the encoder came from (the report names both)."""
+        return prepared.source | prepared.encoder
 
     def finish(self, recipe: Any, prepared: MaskedLMData, trainer: Any, evaluator: Any, metrics: dict) -> dict:
         """Adds the replacement rates of BERT's masking, measured on one masking of the training texts."""

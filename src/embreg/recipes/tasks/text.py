@@ -85,6 +85,7 @@ class PreparedText:
     vocab_size: int = 0
     source: dict[str, Any] = field(default_factory=dict)
     special_ids: tuple[int, ...] = ()
+    encoder: dict[str, str] = field(default_factory=dict)
 
 
 def load_text_task(recipe: Any) -> TextTask:
@@ -172,9 +173,11 @@ class _TextTask(TaskAdapter):
             dtype = torch.float32 if task.kind == "regression" else torch.long
             encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
             tensors[split] = encoded
-        source = source | encoder_source(recipe.model.pretrained)
         specials = tuple(int(i) for i in tokenizer.all_special_ids)
-        return PreparedText(task, tensors, vocab_size=len(tokenizer), source=source, special_ids=specials)
+        encoder = encoder_source(recipe.model.pretrained)
+        return PreparedText(
+            task, tensors, vocab_size=len(tokenizer), source=source, special_ids=specials, encoder=encoder
+        )
 
     def num_ids(self, prepared: PreparedText, kind: str) -> int:
         """The tokenizer's vocabulary size (every id the encoder's embedding table has)."""
@@ -194,7 +197,8 @@ class _TextTask(TaskAdapter):
         return {"split.json": prepared.task.record | {"task_name": prepared.task.name, "data": prepared.source}}
 
     def data_used(self, recipe, prepared: PreparedText) -> dict[str, Any]:
-        return prepared.source
+        """The data, and where the encoder came from (the report names both)."""
+        return prepared.source | prepared.encoder
 
     def extra_metric_names(self, recipe) -> tuple[str, ...]:
         """What :meth:`finish` adds: the training split's metrics (``train_``) and their gaps to test (``gap_``)."""

@@ -212,3 +212,17 @@ def test_the_pretrained_minilm_has_a_far_lower_mlm_loss_than_random_weights(tmp_
         for name, source in (("pretrained", "all-minilm-l6-v2"), ("random", tmp_path / "random"))
     }
     assert losses["pretrained"] < losses["random"] - 1.5, losses  # measured: 6.45 against 9.37 nats
+
+
+def test_the_wikipedia_extract_gives_passages_split_by_article() -> None:
+    from embreg.data.mlm_texts import wiki_passages
+
+    config = MaskedLMDataConfig(dataset="enwiki-gensim", max_articles=30, valid_size=20, test_size=20, max_length=64)
+    splits, record = pretraining_texts(config)
+    assert all(len(text.split()) <= 64 for texts in splits.values() for text in texts)
+    assert len(splits["test"]) >= 20 and len(splits["valid"]) >= 20 and splits["train"]
+    articles = wiki_passages(64, 30)
+    owner = {text: i for i, passages in enumerate(articles) for text in passages}
+    used = {split: {owner[t] for t in texts} for split, texts in splits.items()}
+    assert used["train"].isdisjoint(used["test"]) and used["train"].isdisjoint(used["valid"])
+    assert record["articles"] == len(articles)

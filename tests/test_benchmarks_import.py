@@ -21,6 +21,7 @@ OPTIONAL = {  # script -> optional dependencies it imports or needs to build its
     "finetune_cost": ("transformers",),
     "finetune_cost_profile": ("transformers",),
     "finetune_noise_attenuation": ("transformers",),
+    "mlm_step_cost": ("transformers",),
 }
 
 

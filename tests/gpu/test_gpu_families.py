@@ -43,7 +43,7 @@ def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
     from tests.helpers.finetune_tiny import tiny_checkpoint
 
-    return Path(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")))
+    return Path(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), mask=True))  # [MASK]: the mlm family
 
 
 def _built(model: str, overrides: list[str], request: pytest.FixtureRequest) -> Any:

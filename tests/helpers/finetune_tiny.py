@@ -72,17 +72,23 @@ class LinearStackModel(nn.Module):
         return (output.predictions - batch["y"]).pow(2).mean()
 
 
-def tiny_checkpoint(directory) -> object:
-    """Saves a 2-layer random BERT and a whitespace word-level fast tokenizer: a local HF checkpoint directory."""
+def tiny_checkpoint(directory, *, mask: bool = False) -> object:
+    """Saves a 2-layer random BERT and a whitespace word-level fast tokenizer: a local HF checkpoint directory
+    (``mask``: the vocabulary ends with a ``[MASK]`` token, as a masked LM needs)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     words = ["good", "bad", "dress", "film", "the", "a", "is", "not", ".", ","]
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words])}
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words, *(["[MASK]"] if mask else [])])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]"
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        **({"mask_token": "[MASK]"} if mask else {}),
     ).save_pretrained(directory)
     torch.manual_seed(0)
     BertModel(

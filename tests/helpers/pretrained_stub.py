@@ -42,7 +42,8 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             else:
                 from tests.helpers.finetune_tiny import tiny_checkpoint
 
-                tokenizers[key] = real(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")), progress=False)[1]
+                tiny = tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), mask=True)  # [MASK]: the mlm family
+                tokenizers[key] = real(tiny, progress=False)[1]
         tokenizer = tokenizers[key]
         config = BertConfig(
             vocab_size=len(tokenizer),

@@ -19,6 +19,7 @@ MINIMAL = {
     "classification": "",
     "regression": "data: {task: regression}\n",
     "tagging": "",
+    "mlm": "",
 }
 MONITORS = {
     "rating": ("val_rmse", "min"),
@@ -29,6 +30,7 @@ MONITORS = {
     "classification": ("val_mcc", "max"),
     "regression": ("val_corr", "max"),
     "tagging": ("val_f1", "max"),
+    "mlm": ("val_ppl", "min"),
 }
 
 
@@ -45,7 +47,7 @@ def test_every_shipped_recipe_loads_through_its_task() -> None:
         assert recipe.adapter is adapter and isinstance(recipe.data, adapter.data_config), name
         assert recipe.task in recipe.model.entry.extra["tasks"], name
         seen.add(recipe.task)
-    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "tagging"}
+    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "tagging", "mlm"}
 
 
 @pytest.mark.parametrize("task", sorted(MINIMAL))
@@ -79,7 +81,7 @@ def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     path.write_text("name: odd\ntask: translation\n")
     with pytest.raises(
         ConfigError,
-        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
+        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, mlm, "
         r"next-item, ranking, rating, regression, tagging",
     ):
         load_recipe(path)

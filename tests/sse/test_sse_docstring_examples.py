@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["base", "embedding", "functional", "graph", "graph_transform", "label", "se"]
+MODULES = ["base", "embedding", "exclusion", "functional", "graph", "graph_transform", "label", "se"]
 
 
 @pytest.mark.parametrize("name", MODULES)

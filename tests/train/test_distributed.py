@@ -124,7 +124,7 @@ def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
     pytest.importorskip("transformers")
     from tests.helpers.finetune_tiny import tiny_checkpoint
 
-    return str(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert")))
+    return str(tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), mask=True))  # [MASK]: the mlm family
 
 
 def test_every_family_trains_and_evaluates_on_two_ranks_and_rank_zero_alone_writes(tmp_path, tiny_encoder):

@@ -27,7 +27,7 @@ from embreg.models.transform_sites import present_transforms
 from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.registry import register
 
-__all__ = ["EncoderClassifier", "encode_texts", "trim_padding"]
+__all__ = ["EncoderClassifier", "encode_texts", "swap_word_pieces", "trim_padding"]
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -217,7 +217,8 @@ class EncoderClassifierConfig:
     """The pretrained encoder and its head (``model: {name: encoder-classifier, ...}``).
 
     Attributes:
-        pretrained: a registry name (``all-minilm-l6-v2``) or a local Hugging Face checkpoint directory.
+        pretrained: a registry name (``all-minilm-l6-v2``), a local Hugging Face checkpoint directory, or an
+            ``mlm`` run directory (the encoder of its best checkpoint: :mod:`embreg.models.run_encoder`).
         pooling: ``mean`` or ``cls`` (see :class:`EncoderClassifier`).
         dropout: dropout before the head (``null``: the encoder's hidden dropout).
         init_std: standard deviation of the head's initialisation (lnsr-noise-stability-bert.txt, Sec. 4.3: 0.02).

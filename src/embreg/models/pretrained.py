@@ -44,6 +44,7 @@ __all__ = [
     "fetch_pretrained",
     "load_pretrained",
     "require_transformers",
+    "encoder_source",
 ]
 
 MINILM_NAME = "all-minilm-l6-v2"
@@ -231,8 +232,8 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
     when missing) and then read with ``local_files_only=True``, like a local directory.
 
     Args:
-        name_or_path: ``"all-minilm-l6-v2"`` or a directory holding ``config.json``, the weights and the
-            tokenizer files.
+        name_or_path: ``"all-minilm-l6-v2"``, a directory holding ``config.json``, the weights and the
+            tokenizer files, or an ``mlm`` run directory (:mod:`embreg.models.run_encoder`).
         progress: print a notice if the model has to be fetched.
 
     Returns:
@@ -247,6 +248,10 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
         [101, 1037, 2986, 4377, 102]
     """
     path = Path(name_or_path).expanduser()
+    from embreg.models.run_encoder import is_run_directory, load_run_encoder
+
+    if is_run_directory(path):
+        return load_run_encoder(path, progress=progress)
     if path.is_dir():
         directory = path
     elif isinstance(name_or_path, Path) or os.sep in str(name_or_path):
@@ -261,6 +266,22 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
     if not getattr(tokenizer, "is_fast", False):
         raise DataError(f"the tokenizer in {directory} has no fast (tokenizers) backend; add its tokenizer.json")
     return encoder, tokenizer
+
+
+def encoder_source(name_or_path: str | Path) -> dict[str, str]:
+    """``{"encoder": ...}``: where a run's encoder came from, for its report (an ``mlm`` run is named with its
+    checkpoint; a registry name or checkpoint directory as given).
+
+    Example:
+        >>> encoder_source("all-minilm-l6-v2")
+        {'encoder': 'all-minilm-l6-v2'}
+    """
+    from embreg.models.run_encoder import is_run_directory, run_encoder_source
+
+    path = Path(name_or_path).expanduser()
+    if is_run_directory(path):
+        return {"encoder": run_encoder_source(path)}
+    return {"encoder": str(name_or_path)}
 
 
 def _minilm_spec() -> PretrainedSpec:

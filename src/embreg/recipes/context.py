@@ -4,7 +4,7 @@ Builders of every slot take ``(config, context)``. The context carries what a bu
 builders never reach into other builders' code:
 
 * ``recipe``, ``prepared`` (the task's data), ``seed`` (the training seed);
-* ``num_ids(kind)``, ``frequencies(kind)``, ``graph(kind, name, relations)``: id counts, training counts and
+* ``num_ids(kind)``, ``excluded_ids(kind)``, ``frequencies(kind)``, ``graph(kind, name, relations)``: id counts, training counts and
   side-information graphs of an id kind, from the task adapter;
 * ``transforms``: the built index transforms by id kind (models take them);
 * ``kind``: the id kind an index transform is being built for;
@@ -50,6 +50,10 @@ class BuildContext:
     def num_ids(self, kind: str | None = None) -> int:
         """How many ids of ``kind`` (default: the kind being built) exist."""
         return int(self.adapter.num_ids(self.prepared, kind or self._kind()))
+
+    def excluded_ids(self, kind: str | None = None) -> tuple[int, ...]:
+        """Ids of ``kind`` that index transforms neither swap nor draw (a tokenizer's special ids; ``()``: none)."""
+        return tuple(self.adapter.excluded_ids(self.prepared, kind or self._kind()))
 
     def frequencies(self, kind: str | None = None) -> Any:
         """Training counts of every id of ``kind``, a 1-D array."""

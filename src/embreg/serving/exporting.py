@@ -9,6 +9,8 @@
   and ``head.safetensors`` (``weight``, ``bias``) with ``embreg_head.json``: logits = head(mean of the last hidden
   states over the attention mask). Loading that directory with ``AutoModelForSequenceClassification`` would give a
   new, untrained head: ``embreg_head.json`` says so.
+* A masked LM (task ``mlm``) becomes a Hugging Face directory for ``transformers.AutoModelForMaskedLM`` (the same
+  logits) and ``AutoModel`` (the continued-pre-trained encoder): :mod:`embreg.serving.export_mlm`.
 * Every other model (recommenders, CTR, language models, the text CNN and BiLSTM, and a multi-task run's model,
   whose several heads no Hugging Face class holds): ``model.safetensors``, the plain ``state_dict`` (tensors
   only, loadable with ``safetensors.torch.load_file``), and ``embreg_export.json``: the task, model, resolved
@@ -48,6 +50,10 @@ def export(run: TrainedRun, out: str | Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     if run.recipe.model.name == "encoder-classifier" and getattr(run.recipe.data, "task", None) != "multi":
         _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
+    elif run.recipe.model.name == "encoder-mlm":
+        from embreg.serving.export_mlm import export_masked_lm
+
+        export_masked_lm(run, target)
     else:
         tensors = {key: value.detach().cpu().contiguous().clone() for key, value in run.model.state_dict().items()}
         safetensors.torch.save_file(tensors, str(target / "model.safetensors"))

@@ -238,6 +238,18 @@ KIND_SEED_OFFSETS = {"user": 0, "item": 1, "token": 2, "label": 3}
 """Added to a recipe transform's seed per id kind, so the transforms of one run draw independent streams."""
 
 
+def context_excluded_ids(context: Any) -> tuple[int, ...]:
+    """The ids of ``context.kind`` that the task says index transforms must leave alone (``()``: none).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> context_excluded_ids(SimpleNamespace(kind="token"))
+        ()
+    """
+    excluded = getattr(context, "excluded_ids", None)
+    return tuple(int(i) for i in excluded()) if callable(excluded) else ()
+
+
 def recipe_seed(context: Any, seed_offset: int) -> int:
     """The seed of the index transform a recipe builds for ``context.kind``: training seed + offset + kind's.
 

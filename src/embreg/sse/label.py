@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,8 @@ from embreg.errors import EmbregError
 from embreg.registry import register
 from embreg.sse._cuda_sampler import sse_se_cuda
 from embreg.sse._validation import check_ids_dtype, check_ids_range, check_probability, holds_value
-from embreg.sse.base import IndexTransform, recipe_seed
+from embreg.sse.base import IndexTransform, context_excluded_ids, recipe_seed
+from embreg.sse.exclusion import ExcludedIds, sample_se_excluding
 from embreg.sse.functional import _cuda_kernel, _sample_se
 
 
@@ -32,6 +34,10 @@ class LabelSSE(IndexTransform):
     padding), it is also never drawn as a replacement, so a real target never turns
     into padding: swaps are then uniform among the other N - 2 classes.
 
+    ``exclude`` generalises this: ids in it (e.g. a vocabulary's special ids when
+    the targets are word pieces) are never swapped and never drawn, so swaps are
+    uniform among the other allowed classes (:mod:`embreg.sse.exclusion`).
+
     Args:
         num_classes: N, the number of classes or target items (>= 2; >= 3 when
             ``ignore_index`` is a class id).
@@ -39,6 +45,7 @@ class LabelSSE(IndexTransform):
         ignore_index: label value marking positions to leave alone.
         seed: generator seed; None draws one from torch's global RNG.
         rank_offset: added to the seed (e.g. the DDP rank).
+        exclude: class ids kept where they occur and never drawn as replacements.
 
     Shapes:
         targets: any shape, e.g. (B,) or (B, L); the output has the same shape and dtype.
@@ -52,7 +59,13 @@ class LabelSSE(IndexTransform):
     """
 
     def __init__(
-        self, num_classes: int, p: float, ignore_index: int = -100, seed: int | None = None, rank_offset: int = 0
+        self,
+        num_classes: int,
+        p: float,
+        ignore_index: int = -100,
+        seed: int | None = None,
+        rank_offset: int = 0,
+        exclude: Iterable[int] = (),
     ) -> None:
         super().__init__(num_classes, p, seed=seed, rank_offset=rank_offset)
         if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
@@ -64,6 +77,10 @@ class LabelSSE(IndexTransform):
                 "a swap needs another non-padding class"
             )
         self.ignore_index: int = ignore_index
+        exclude = tuple(exclude)
+        if exclude and 0 <= ignore_index < num_classes:
+            exclude = (*exclude, ignore_index)  # padding that is a class id is excluded like the rest
+        self.excluded: ExcludedIds | None = ExcludedIds(self.num_embeddings, exclude) if exclude else None
 
     @property
     def num_classes(self) -> int:
@@ -80,6 +97,12 @@ class LabelSSE(IndexTransform):
         """Swap each non-ignored target with probability p (eq. 5), keeping ignore_index positions."""
         generator = self.generator(ids.device)
         padding = self.ignore_index
+        if self.excluded is not None:
+            keep = ids == padding if holds_value(ids.dtype, padding) else torch.zeros_like(ids, dtype=torch.bool)
+            swapped = sample_se_excluding(
+                torch.where(keep, self.excluded.ids[0], ids), self.excluded, self.p, generator
+            )
+            return torch.where(keep, ids, swapped)
         cuda = _cuda_kernel(ids)
         if cuda is not None:  # one launch: the keep mask and the excluded padding class are in the kernel
             excluded = padding if 0 <= padding < self.num_embeddings else None
@@ -99,6 +122,7 @@ class LabelSSE(IndexTransform):
         return (
             f"num_classes={self.num_embeddings}, p={self.p}, ignore_index={self.ignore_index}, "
             f"seed={self.seed}, rank_offset={self.rank_offset}"
+            + (f", exclude={list(self.excluded.ids)}" if self.excluded is not None else "")
         )
 
 
@@ -129,7 +153,12 @@ class LabelSSEConfig:
     reference="sse-stochastic-shared-embeddings.txt, Sec. 3 and Table 4 (p_y)",
 )
 def build_label_sse(config: LabelSSEConfig, context: Any) -> LabelSSE:
-    """:class:`LabelSSE` over every class of ``context.kind``."""
+    """:class:`LabelSSE` over every class of ``context.kind``, leaving out the ids the task excludes (a
+    tokenizer's special ids, when the targets are word pieces)."""
     return LabelSSE(
-        context.num_ids(), config.p, ignore_index=config.ignore_index, seed=recipe_seed(context, config.seed_offset)
+        context.num_ids(),
+        config.p,
+        ignore_index=config.ignore_index,
+        seed=recipe_seed(context, config.seed_offset),
+        exclude=context_excluded_ids(context),
     )

@@ -14,13 +14,15 @@ lm                 text (enwiki-gensim or your files)     lstm-lm
 next-item          timed interactions (ml-100k or file)   sasrec (SSE-PT: sasrec with user_dim)
 classification     labelled texts (reviews, polarity,     encoder-classifier, text-cnn, bilstm-attn
 regression         or your CSV/TSV/parquet)
+mlm                texts (reviews, enwiki-gensim, or      encoder-mlm
+                   your text file, one text per line)
 tagging            CoNLL files (or silver-tagged reviews) bilstm-crf
 =================  =====================================  ===========================================
 
 Example:
     >>> from embreg.registry import REGISTRY
     >>> sorted(REGISTRY.names("task"))
-    ['classification', 'ctr', 'lm', 'next-item', 'ranking', 'rating', 'regression', 'tagging']
+    ['classification', 'ctr', 'lm', 'mlm', 'next-item', 'ranking', 'rating', 'regression', 'tagging']
 """
 
 from __future__ import annotations
@@ -209,6 +211,10 @@ class TaskAdapter(ABC):
 
     def num_ids(self, prepared: Any, kind: str) -> int:
         raise ConfigError(f"task {self.name!r} has no {kind!r} ids")
+
+    def excluded_ids(self, prepared: Any, kind: str) -> tuple[int, ...]:
+        """Ids of ``kind`` that index transforms must neither swap nor draw (a tokenizer's special ids)."""
+        return ()
 
     def frequencies(self, prepared: Any, kind: str) -> Any:
         raise ConfigError(f"task {self.name!r} has no training counts of {kind!r} ids")

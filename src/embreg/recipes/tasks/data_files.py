@@ -153,4 +153,5 @@ def data_line(record: dict[str, Any] | None) -> str:
         parts.append(f"{record['duplicates_removed']} duplicate rows resolved by `{record.get('duplicates', '?')}`")
     if "rows" in record:
         parts.append(f"{record['rows']} rows used")
-    return text + (": " + ", ".join(parts) if parts else "")
+    text += ": " + ", ".join(parts) if parts else ""
+    return text + (f"; encoder: {record['encoder']}" if record.get("encoder") else "")

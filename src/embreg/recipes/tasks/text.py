@@ -92,6 +92,8 @@ class PreparedText:
     tensors: dict[str, dict[str, torch.Tensor]]
     vocab_size: int = 0
     source: dict[str, Any] = field(default_factory=dict)
+    special_ids: tuple[int, ...] = ()
+    encoder: dict[str, str] = field(default_factory=dict)
 
 
 def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
@@ -184,7 +186,7 @@ class _TextTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedText:
         from embreg.models.encoder_classifier import encode_texts
-        from embreg.models.pretrained import load_pretrained
+        from embreg.models.pretrained import encoder_source, load_pretrained
 
         described = checked_file(recipe.data) if recipe.data.path is not None else None
         task = load_text_task(recipe)
@@ -199,11 +201,19 @@ class _TextTask(TaskAdapter):
             dtype = torch.float32 if task.kind == "regression" else torch.long
             encoded["labels"] = torch.as_tensor(task.labels[split], dtype=dtype)
             tensors[split] = encoded
-        return PreparedText(task, tensors, vocab_size=len(tokenizer), source=source)
+        specials = tuple(int(i) for i in tokenizer.all_special_ids)
+        encoder = encoder_source(recipe.model.pretrained)
+        return PreparedText(
+            task, tensors, vocab_size=len(tokenizer), source=source, special_ids=specials, encoder=encoder
+        )
 
     def num_ids(self, prepared: PreparedText, kind: str) -> int:
         """The tokenizer's vocabulary size (every id the encoder's embedding table has)."""
         return int(prepared.vocab_size)
+
+    def excluded_ids(self, prepared: PreparedText, kind: str) -> tuple[int, ...]:
+        """The tokenizer's special ids: an index transform never swaps a word for [PAD], [MASK], [CLS], ..."""
+        return prepared.special_ids
 
     def batches(self, recipe, prepared: PreparedText) -> TensorBatches:
         return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)
@@ -220,7 +230,8 @@ class _TextTask(TaskAdapter):
         return {"split.json": prepared.task.record | {"task_name": prepared.task.name, "data": prepared.source}}
 
     def data_used(self, recipe, prepared: PreparedText) -> dict[str, Any]:
-        return prepared.source
+        """The data, and where the encoder came from (the report names both)."""
+        return prepared.source | prepared.encoder
 
     def extra_metric_names(self, recipe) -> tuple[str, ...]:
         """What :meth:`finish` adds: the training split's metrics (``train_``) and their gaps to test (``gap_``)."""

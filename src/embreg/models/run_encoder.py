@@ -1,0 +1,113 @@
+"""An ``mlm`` run directory as a pretrained encoder: continued pre-training, then fine-tuning from it.
+
+``model.pretrained`` of the encoder recipes (``encoder-classifier``, ``encoder-mlm``) takes, besides a registry
+name and a Hugging Face checkpoint directory, the directory of a finished ``mlm`` run (one seed: ``.../seed-0`` of
+a multi-seed run). Its encoder is the architecture the run started from (the run's own ``model.pretrained``, read
+from its ``config.yaml``) with the weights of the run's ``best.safetensors`` (the ``encoder.`` entries of the
+model; the MLM head is left behind), and the tokenizer is that architecture's. A run of another task, a run without
+``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint whose encoder does not fit the
+architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
+are loaded without running code (:mod:`embreg.train.checkpoint`).
+
+Example:
+    >>> from pathlib import Path
+    >>> is_run_directory(Path("no-such-dir"))
+    False
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from embreg.errors import DataError
+
+__all__ = ["is_run_directory", "load_run_encoder", "run_encoder_source", "ENCODER_PREFIX"]
+
+ENCODER_PREFIX = "encoder."
+"""Where the encoder's weights sit in an ``encoder-mlm`` model's state dict."""
+PRETRAINING_TASK = "mlm"
+
+
+def is_run_directory(path: Path) -> bool:
+    """True for an embreg run directory (a ``config.yaml``, no Hugging Face ``config.json``)."""
+    return path.is_dir() and (path / "config.yaml").is_file() and not (path / "config.json").is_file()
+
+
+def _run_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    config_file = path / "config.yaml"
+    try:
+        config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise DataError(f"{config_file}: not a readable run config ({exc})") from None
+    if not isinstance(config, dict):
+        raise DataError(f"{config_file}: not a run config (a mapping)")
+    task = config.get("task")
+    if task != PRETRAINING_TASK:
+        raise DataError(
+            f"{path} is a {task!r} run directory; model.pretrained takes an {PRETRAINING_TASK!r} run directory "
+            "(continued pre-training), a registry name or a Hugging Face checkpoint directory"
+        )
+    model = config.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("pretrained"), str):
+        raise DataError(f"{config_file}: model.pretrained is missing; cannot tell which architecture it trained")
+    return config
+
+
+def _best_file(path: Path) -> Path:
+    from embreg.train.run_dir import BEST_CHECKPOINT
+
+    best = path / BEST_CHECKPOINT
+    if not best.is_file():
+        seeds = sorted(p.name for p in path.glob("seed-*") if p.is_dir())
+        hint = (
+            f"; name one seed's directory, e.g. {path / seeds[0]}"
+            if seeds
+            else (" (run it with train.keep_checkpoints=best or all)")
+        )
+        raise DataError(f"{path} has no {BEST_CHECKPOINT}{hint}")
+    return best
+
+
+def load_run_encoder(path: Path, *, progress: bool = True) -> tuple[Any, Any]:
+    """``(encoder, tokenizer)`` of an ``mlm`` run directory (see the module docstring).
+
+    Raises:
+        DataError: not an ``mlm`` run, no ``best.safetensors``, or its encoder does not fit the architecture
+            (the first missing / unexpected key or differing shape is named).
+    """
+    from embreg.models.pretrained import load_pretrained
+    from embreg.train.checkpoint import load_checkpoint
+    from embreg.train.state_checks import check_model_state
+
+    config = _run_config(path)
+    best = _best_file(path)
+    encoder, tokenizer = load_pretrained(config["model"]["pretrained"], progress=progress)
+    state = load_checkpoint(best)
+    model_state = state.get("model") if isinstance(state, dict) else None
+    if not isinstance(model_state, dict) or not any(str(k).startswith(ENCODER_PREFIX) for k in model_state):
+        raise DataError(f"'{best}': no encoder weights ({ENCODER_PREFIX}*) in its model state")
+    weights = {k[len(ENCODER_PREFIX) :]: v for k, v in model_state.items() if k.startswith(ENCODER_PREFIX)}
+    source = f"'{best}' (encoder of {config['model']['pretrained']!r})"
+    check_model_state(weights, encoder, source)
+    encoder.load_state_dict(weights)
+    return encoder.eval(), tokenizer
+
+
+def run_encoder_source(path: Path) -> str:
+    """How a run's report names an encoder taken from the ``mlm`` run in ``path``.
+
+    Example:
+        >>> run_encoder_source(Path("runs/mlm"))  # doctest: +SKIP
+        "mlm run 'runs/mlm' (best.safetensors of epoch 2, continued from 'all-minilm-l6-v2')"
+    """
+    from embreg.train.checkpoint import load_checkpoint
+
+    config = _run_config(path)
+    best = _best_file(path)
+    epoch = load_checkpoint(best).get("epoch")
+    return (
+        f"mlm run '{path.resolve()}' ({best.name} of epoch {epoch}, continued from {config['model']['pretrained']!r})"
+    )

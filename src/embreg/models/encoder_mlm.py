@@ -33,8 +33,8 @@ from embreg.errors import ConfigError
 from embreg.models.encoder_classifier import TEXT_KEYS, trim_padding
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
-from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.models.transform_sites import is_passed_through, present_transforms
+from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.registry import register
 
 __all__ = ["MaskedLanguageModel", "MaskedLMHead", "MaskedLMConfig"]

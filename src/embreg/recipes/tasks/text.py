@@ -122,7 +122,9 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
                 subset_seed=d.subset_seed,
             )
         except SplitSizeError as exc:
-            raise ConfigError(f"{exc}; --set data.train_size={exc.fits['train_size']} or data.train_size=null") from None
+            raise ConfigError(
+                f"{exc}; --set data.train_size={exc.fits['train_size']} or data.train_size=null"
+            ) from None
     if d.dataset == "file":
         from embreg.data.text_file import load_text_file
 

@@ -18,7 +18,7 @@ def test_init_std_with_xavier_initialisation_is_refused(recipe: str) -> None:
 
 
 def test_a_warm_up_without_the_linear_schedule_is_refused() -> None:
-    with pytest.raises(ConfigError, match="train.warmup=0.1 warms up the 'linear' schedule only"):
+    with pytest.raises(ConfigError, match="train.warmup=0.1 warms up the 'linear' and 'inverse-sqrt' schedules only"):
         load_recipe("mf", ["train.warmup=0.1"])
     with pytest.raises(ConfigError, match="train.schedule='constant' would ignore it"):
         load_recipe("ft-reviews", ["train.schedule=constant"])

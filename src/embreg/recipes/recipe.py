@@ -59,7 +59,7 @@ __all__ = [
     "ID_KINDS",
 ]
 
-ID_KINDS = ("user", "item", "token", "label", "field")
+ID_KINDS = ("user", "item", "token", "label", "field", "source", "target")
 """Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities).
 ``field`` (a click table's categorical fields) is also written ``field:<name>`` for one field
 (:mod:`embreg.recipes.id_kinds`)."""
@@ -190,9 +190,12 @@ class TrainConfig:
         lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``,
             ``sparse-adam``). Sparse tables (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam,
             :mod:`embreg.train.lazy_adam`; no weight decay), ``sgd`` or ``adagrad``.
-        schedule: ``constant`` or ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
-            lnsr-noise-stability-bert.txt, Sec. 4.3).
-        warmup: fraction of the steps spent warming up (``linear`` only: another schedule refuses a warm-up).
+        schedule: ``constant``, ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
+            lnsr-noise-stability-bert.txt, Sec. 4.3) or ``inverse-sqrt`` (the Transformer's: linear warm-up over
+            ``warmup`` of the steps to ``lr``, then ``lr * sqrt(W / step)``, with Adam betas 0.9/0.98;
+            :mod:`embreg.train.inverse_sqrt`).
+        warmup: fraction of the steps spent warming up (``linear`` and ``inverse-sqrt`` only: another schedule
+            refuses a warm-up).
         patience: evaluations without improvement before stopping (``null``: never stop early).
         min_epochs: epochs always trained before early stopping may end the run (``0``: none).
         clip_norm: global gradient-norm clipping (``null``: none).
@@ -224,7 +227,7 @@ class TrainConfig:
     lr: float = 1e-3
     optimizer: Literal["adam", "amsgrad", "adamw", "sgd", "adagrad", "sparse-adam"] = "adam"
     weight_decay: float = 0.0
-    schedule: Literal["constant", "linear"] = "constant"
+    schedule: Literal["constant", "linear", "inverse-sqrt"] = "constant"
     warmup: float = 0.0
     patience: int | None = 5
     min_epochs: int = 0
@@ -259,10 +262,16 @@ class TrainConfig:
             )
         if not 0 <= self.warmup < 1:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
-        if self.warmup > 0 and self.schedule != "linear":
+        if self.warmup > 0 and self.schedule == "constant":
             raise ConfigError(
-                f"train.warmup={self.warmup} warms up the 'linear' schedule only, and train.schedule="
-                f"{self.schedule!r} would ignore it; set train.schedule=linear or train.warmup=0"
+                f"train.warmup={self.warmup} warms up the 'linear' and 'inverse-sqrt' schedules only, and "
+                f"train.schedule={self.schedule!r} would ignore it; set train.schedule=linear or train.warmup=0"
+            )
+        if self.schedule == "inverse-sqrt" and self.warmup == 0:
+            raise ConfigError("train.schedule=inverse-sqrt needs train.warmup > 0 (the fraction of steps warming up)")
+        if self.schedule == "inverse-sqrt" and self.optimizer != "adam":
+            raise ConfigError(
+                f"train.schedule=inverse-sqrt runs with train.optimizer=adam (betas 0.9/0.98), got {self.optimizer!r}"
             )
         if self.patience is not None and self.patience < 1:
             raise ConfigError(f"train.patience={self.patience} must be >= 1 or null")

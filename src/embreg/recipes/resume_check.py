@@ -122,15 +122,17 @@ def epochs_change_problem(stored: Mapping[str, Any], new: Mapping[str, Any]) -> 
     """Why ``train.epochs`` may not change from ``stored`` to ``new`` (``None``: it may).
 
     More epochs extend a run. Fewer are refused (the run may have trained past them already), and so is any
-    change under ``train.schedule=linear``, whose learning rate decays to zero over the whole run's steps.
+    change under ``train.schedule=linear`` (whose learning rate decays to zero over the whole run's steps) or
+    ``inverse-sqrt`` (whose warm-up is a share of them).
     """
     old_epochs, new_epochs = stored.get("train", {}).get("epochs"), new.get("train", {}).get("epochs")
     if old_epochs == new_epochs:
         return None
     if not isinstance(old_epochs, int) or not isinstance(new_epochs, int) or new_epochs < old_epochs:
         return "train.epochs may only grow on resume (to extend a run)"
-    if new.get("train", {}).get("schedule") == "linear":
-        return "under train.schedule=linear the learning rate decays over the whole run, so its length is fixed"
+    schedule = new.get("train", {}).get("schedule")
+    if schedule in ("linear", "inverse-sqrt"):
+        return f"under train.schedule={schedule} the warm-up spans a share of the whole run, so its length is fixed"
     return None
 
 

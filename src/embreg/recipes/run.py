@@ -49,6 +49,7 @@ from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
+from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
@@ -101,6 +102,8 @@ class BuiltRun:
             if t.optimizer != "adamw":
                 raise ConfigError(f"train.schedule='linear' runs with train.optimizer='adamw', got {t.optimizer!r}")
             optimizer = warmup_adamw_factory(t.lr, t.epochs * len(self.batches), t.warmup, t.weight_decay)
+        elif t.schedule == "inverse-sqrt":
+            optimizer = inverse_sqrt_optimizer(t, len(self.batches))
         else:
             optimizer = optimizer_factory(t.optimizer, t.lr, t.weight_decay)
         return Trainer(

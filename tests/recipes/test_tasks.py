@@ -18,6 +18,7 @@ MINIMAL = {
     "next-item": "model: {name: sasrec, user_dim: 8}\n",  # with user ids (SSE-PT)
     "classification": "",
     "regression": "data: {task: regression}\n",
+    "translation": "",
 }
 MONITORS = {
     "rating": ("val_rmse", "min"),
@@ -27,6 +28,7 @@ MONITORS = {
     "next-item": ("val_ndcg@10", "max"),
     "classification": ("val_mcc", "max"),
     "regression": ("val_corr", "max"),
+    "translation": ("val_bleu", "max"),
 }
 
 
@@ -43,7 +45,7 @@ def test_every_shipped_recipe_loads_through_its_task() -> None:
         assert recipe.adapter is adapter and isinstance(recipe.data, adapter.data_config), name
         assert recipe.task in recipe.model.entry.extra["tasks"], name
         seen.add(recipe.task)
-    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification"}
+    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "translation"}
 
 
 @pytest.mark.parametrize("task", sorted(MINIMAL))
@@ -74,11 +76,11 @@ def test_the_family_defaults_differ_where_the_papers_do() -> None:
 
 def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     path = tmp_path / "odd.yaml"
-    path.write_text("name: odd\ntask: translation\n")
+    path.write_text("name: odd\ntask: transliteration\n")
     with pytest.raises(
         ConfigError,
-        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, "
-        r"next-item, ranking, rating, regression",
+        match=r"unknown task 'transliteration'.*Registered: classification, ctr, lm, "
+        r"next-item, ranking, rating, regression, translation",
     ):
         load_recipe(path)
 

@@ -14,12 +14,14 @@ lm                 text (enwiki-gensim or your files)     lstm-lm
 next-item          timed interactions (ml-100k or file)   sasrec (SSE-PT: sasrec with user_dim)
 classification     labelled texts (reviews, polarity,     encoder-classifier
 regression         or your CSV/TSV/parquet)
+translation        sentence pairs (trans-de-en or your    transformer-nmt
+                   tab-separated pairs file)
 =================  =====================================  ===========================================
 
 Example:
     >>> from embreg.registry import REGISTRY
     >>> sorted(REGISTRY.names("task"))
-    ['classification', 'ctr', 'lm', 'next-item', 'ranking', 'rating', 'regression']
+    ['classification', 'ctr', 'lm', 'next-item', 'ranking', 'rating', 'regression', 'translation']
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import lzma
 import tarfile
 from pathlib import Path
 
-import lzma
 import pytest
 
 from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
@@ -49,7 +49,13 @@ def fake_deb(text: str) -> bytes:
         info = tarfile.TarInfo("./" + TRANS_DE_EN_MEMBER)
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    return _ar({"debian-binary": b"2.0\n", "control.tar.xz": lzma.compress(b""), "data.tar.xz": lzma.compress(buffer.getvalue())})
+    return _ar(
+        {
+            "debian-binary": b"2.0\n",
+            "control.tar.xz": lzma.compress(b""),
+            "data.tar.xz": lzma.compress(buffer.getvalue()),
+        }
+    )
 
 
 def test_the_dictionary_rules_split_alternatives_strip_annotations_and_drop_repeats() -> None:
@@ -61,7 +67,13 @@ def test_the_dictionary_rules_split_alternatives_strip_annotations_and_drop_repe
         ("der Hund bellt", "the dog barks"),
     ]  # "Haus | Häuser | zu Hause :: house | houses" has unaligned alternatives: skipped
     assert counts == {
-        "lines": 7, "entries": 5, "unaligned": 1, "alternatives": 5, "outside_length": 0, "duplicates": 1, "pairs": 4,
+        "lines": 7,
+        "entries": 5,
+        "unaligned": 1,
+        "alternatives": 5,
+        "outside_length": 0,
+        "duplicates": 1,
+        "pairs": 4,
     }
 
 
@@ -78,9 +90,13 @@ def test_a_debian_package_is_read_with_the_standard_library_and_fetched_through_
     (home / "downloads").mkdir(parents=True)
     (home / "downloads" / name).write_bytes(package)
     digest = hashlib.sha256(package).hexdigest()
-    source = DebianPackageSource(f"http://127.0.0.1:9/{name}", digest, TRANS_DE_EN_MEMBER, converter=convert_trans_de_en)
+    source = DebianPackageSource(
+        f"http://127.0.0.1:9/{name}", digest, TRANS_DE_EN_MEMBER, converter=convert_trans_de_en
+    )
     registry = DatasetRegistry()
-    registry.register(DatasetSpec("toy-de-en", "toy", (DatasetPart("pairs", (DatasetFile(TRANS_DE_EN_FILE, "0" * 64),), (source,)),)))
+    registry.register(
+        DatasetSpec("toy-de-en", "toy", (DatasetPart("pairs", (DatasetFile(TRANS_DE_EN_FILE, "0" * 64),), (source,)),))
+    )
     directory = registry.fetch("toy-de-en", progress=False)
     assert read_pairs(directory / TRANS_DE_EN_FILE)[-1] == ("der Hund bellt", "the dog barks")
     (home / "downloads" / name).write_bytes(package + b"x")  # a copy with another checksum is refused

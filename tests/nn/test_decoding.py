@@ -41,7 +41,10 @@ def test_coverage_penalty_is_gnmt_formula_over_real_source_positions() -> None:
     padding = torch.tensor([[False, False, False, True], [False, False, False, False]])
     beta = 0.2
     got = coverage_penalty(sums, padding, beta)
-    expected = [beta * sum(math.log(min(s, 1.0)) for s in (0.3, 1.7, 0.9)), beta * sum(math.log(min(s, 1.0)) for s in (1.0, 0.2, 0.4, 0.8))]
+    expected = [
+        beta * sum(math.log(min(s, 1.0)) for s in (0.3, 1.7, 0.9)),
+        beta * sum(math.log(min(s, 1.0)) for s in (1.0, 0.2, 0.4, 0.8)),
+    ]
     assert got.tolist() == pytest.approx(expected, rel=1e-12)
     assert coverage_penalty(sums, padding, 0.0).tolist() == [0.0, 0.0]
 

@@ -37,8 +37,12 @@ def _weights_after_steps(overrides: list[str], steps: int = 4) -> dict[str, torc
 def test_sse_at_zero_probability_is_the_plain_run_bit_for_bit(pairs_file: Path) -> None:
     base = quick_overrides(pairs_file)
     plain = _weights_after_steps(base)
-    zero = _weights_after_steps(base + ["index_transforms={source: {name: sse-se, p: 0.0}, target: {name: sse-se, p: 0.0}}"])
-    swapped = _weights_after_steps(base + ["index_transforms={source: {name: sse-se, p: 0.3}, target: {name: sse-se, p: 0.3}}"])
+    zero = _weights_after_steps(
+        base + ["index_transforms={source: {name: sse-se, p: 0.0}, target: {name: sse-se, p: 0.0}}"]
+    )
+    swapped = _weights_after_steps(
+        base + ["index_transforms={source: {name: sse-se, p: 0.3}, target: {name: sse-se, p: 0.3}}"]
+    )
     assert plain.keys() == zero.keys() and all(torch.equal(plain[k], zero[k]) for k in plain)
     assert any(not torch.equal(plain[k], swapped[k]) for k in plain)
 
@@ -70,7 +74,9 @@ def test_a_resumed_run_equals_an_uninterrupted_one(pairs_file: Path, tmp_path: P
         assert resumed[key] == full[key], key
 
 
-def test_a_run_learns_the_pairs_and_translate_reads_a_file_or_stdin(pairs_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_run_learns_the_pairs_and_translate_reads_a_file_or_stdin(
+    pairs_file: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
     run_dir = tmp_path / "run"
     overrides = quick_overrides(pairs_file, epochs=12) + ["train.lr=0.005", "train.batch_size=8"]
     assert main(["run", "translation", "--out", str(run_dir), *set_args(overrides)]) == 0
@@ -96,7 +102,9 @@ def test_a_run_learns_the_pairs_and_translate_reads_a_file_or_stdin(pairs_file: 
 
 def test_settings_the_task_cannot_honour_are_refused(pairs_file: Path) -> None:
     with pytest.raises(ConfigError, match="needs one vocabulary for both sides; set data.joint_vocab=true"):
-        load_recipe("translation", quick_overrides(pairs_file) + ["data.joint_vocab=false", "model.share_embeddings=true"])
+        load_recipe(
+            "translation", quick_overrides(pairs_file) + ["data.joint_vocab=false", "model.share_embeddings=true"]
+        )
     with pytest.raises(ConfigError, match="train.schedule=inverse-sqrt runs with train.optimizer=adam"):
         load_recipe("translation", quick_overrides(pairs_file) + ["train.optimizer=sgd"])
     with pytest.raises(ConfigError, match="index_transforms.source: .*'source' ids"):

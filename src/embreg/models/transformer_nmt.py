@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -100,7 +100,9 @@ class CrossAttentionDecoderLayer(nn.TransformerDecoderLayer):
         keep_attention: bool = False,
     ) -> torch.Tensor:
         x = tgt
-        attended = self.self_attn(x, x, x, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, need_weights=False)
+        attended = self.self_attn(
+            x, x, x, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, need_weights=False
+        )
         x = self.norm1(x + self.dropout1(attended[0]))
         crossed, weights = self.multihead_attn(
             x,
@@ -152,6 +154,7 @@ class TransformerTranslator(nn.Module):
     bos_id = SPECIAL_IDS["bos"]
     eos_id = SPECIAL_IDS["eos"]
     pad_id = SPECIAL_IDS["pad"]
+    positions: torch.Tensor  # a registered buffer
 
     def __init__(
         self,
@@ -264,8 +267,8 @@ class TransformerTranslator(nn.Module):
         """Next-token log-probabilities ``(N, V)`` after ``prefix (N, t)`` and the last decoder layer's cross-
         attention of the last position, averaged over heads ``(N, S)``."""
         states = self.decode(prefix, memory, source_padding, keep_attention=True)
-        attention = self.decoder_layers[-1].cross_attention
-        assert attention is not None
+        attention = cast(CrossAttentionDecoderLayer, self.decoder_layers[-1]).cross_attention
+        assert attention is not None  # keep_attention=True stored it
         return F.log_softmax(self.output(states[:, -1]).float(), dim=-1), attention[:, -1]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:

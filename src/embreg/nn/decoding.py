@@ -23,7 +23,7 @@ prefix is kept and the search returns the optimum of ``s``.
 
 Example:
     >>> round(length_penalty(3, 0.6), 4), length_penalty(7, 0.0)
-    (1.1935, 1.0)
+    (1.1884, 1.0)
 """
 
 from __future__ import annotations
@@ -250,7 +250,9 @@ def beam_search(
                 continue
             for k in range(width):
                 if math.isfinite(float(live_score[b, k])):
-                    finished[b].append((float(live_score[b, k]), float(log_p[b, k]), prefix[b * width + k, 1:].tolist()))
+                    finished[b].append(
+                        (float(live_score[b, k]), float(log_p[b, k]), prefix[b * width + k, 1:].tolist())
+                    )
     tokens, scores, log_probs_out = [], [], []
     for b in range(batch):
         if not finished[b]:
@@ -264,7 +266,12 @@ def beam_search(
 
 @torch.no_grad()
 def sequence_score(
-    model: EncoderDecoder, source: torch.Tensor, tokens: list[int], alpha: float = 0.0, beta: float = 0.0, *,
+    model: EncoderDecoder,
+    source: torch.Tensor,
+    tokens: list[int],
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    *,
     ended: bool = True,
 ) -> float:
     """``s(Y, X)`` of one hypothesis by teacher forcing (the reference the searches are tested against).

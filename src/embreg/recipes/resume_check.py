@@ -131,8 +131,10 @@ def epochs_change_problem(stored: Mapping[str, Any], new: Mapping[str, Any]) -> 
     if not isinstance(old_epochs, int) or not isinstance(new_epochs, int) or new_epochs < old_epochs:
         return "train.epochs may only grow on resume (to extend a run)"
     schedule = new.get("train", {}).get("schedule")
-    if schedule in ("linear", "inverse-sqrt"):
-        return f"under train.schedule={schedule} the warm-up spans a share of the whole run, so its length is fixed"
+    if schedule == "linear":
+        return "under train.schedule=linear the learning rate decays over the whole run, so its length is fixed"
+    if schedule == "inverse-sqrt":
+        return "under train.schedule=inverse-sqrt the warm-up is a share of the whole run, so its length is fixed"
     return None
 
 

@@ -44,12 +44,12 @@ from embreg.recipes.seed_series import run_seed_series
 from embreg.recipes.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.finite import check_final_metrics
+from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
-from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]

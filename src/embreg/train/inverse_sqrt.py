@@ -87,7 +87,9 @@ def inverse_sqrt_adam_factory(
     return lambda params: InverseSqrtAdam(params, lr=lr, warmup_steps=steps, weight_decay=weight_decay)
 
 
-def inverse_sqrt_optimizer(train: Any, steps_per_epoch: int) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
+def inverse_sqrt_optimizer(
+    train: Any, steps_per_epoch: int
+) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
     """The factory for a recipe's ``train`` section under ``schedule: inverse-sqrt``.
 
     Raises:

@@ -39,7 +39,7 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[
     """sacreBLEU's corpus BLEU and chrF of ``hypotheses`` against one reference each.
 
     Example:
-        >>> corpus_scores(["the cat sat on the mat"], ["the cat sat on the mat"])["bleu"]
+        >>> round(corpus_scores(["the cat sat on the mat"], ["the cat sat on the mat"])["bleu"], 6)
         100.0
     """
     import sacrebleu
@@ -52,7 +52,9 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[
 
 
 @torch.no_grad()
-def translate_ids(model: Any, sources: Sequence[Sequence[int]], settings: DecodeSettings, batch_size: int) -> list[list[int]]:
+def translate_ids(
+    model: Any, sources: Sequence[Sequence[int]], settings: DecodeSettings, batch_size: int
+) -> list[list[int]]:
     """Decoded target ids of every source id list (``</s>`` at the end of each), in order, in eval mode."""
     was_training = model.training
     model.eval()

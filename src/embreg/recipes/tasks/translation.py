@@ -235,9 +235,7 @@ class TranslationTask(TaskAdapter):
         sources["valid"] = sources["valid"][: d.valid_sentences]
         references["valid"] = references["valid"][: d.valid_sentences]
         rows_read = len(pairs)
-        data = (
-            file_record(described, None, rows_read) if described else {"dataset": d.dataset, "rows": rows_read}
-        )
+        data = file_record(described, None, rows_read) if described else {"dataset": d.dataset, "rows": rows_read}
         record = {
             "data": data,
             "split_seed": d.split_seed,

@@ -114,12 +114,28 @@ def _check(model: EncoderDecoder, source: torch.Tensor, max_len: int) -> None:
             raise TypeError(f"the model must have an int {name} to decode (EncoderDecoder protocol)")
 
 
-def _step(model: EncoderDecoder, prefix, memory, padding) -> tuple[torch.Tensor, torch.Tensor]:
-    log_probs, attention = model.decode_step(prefix, memory, padding)
-    log_probs = log_probs.float().clone()
+def _step(
+    model: EncoderDecoder, prefix, memory, padding, active: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token log-probabilities ``(N, V)`` (``<pad>`` and ``<s>`` at -inf) and cross-attention ``(N, S)``.
+
+    ``active`` ``(N,)`` bool: only those rows are run through the model (finished or dead hypotheses cost nothing);
+    the others get -inf log-probabilities and zero attention."""
+    if active is not None and not bool(active.all()):
+        rows = active.nonzero().squeeze(1)
+        part_log_probs, part_attention = model.decode_step(prefix[rows], memory[rows], padding[rows])
+        log_probs = torch.full(
+            (prefix.shape[0], part_log_probs.shape[-1]), -math.inf, device=prefix.device, dtype=torch.float32
+        )
+        attention = torch.zeros(prefix.shape[0], padding.shape[1], device=prefix.device, dtype=torch.float32)
+        log_probs[rows] = part_log_probs.float()
+        attention[rows] = part_attention.float()
+    else:
+        log_probs, attention = model.decode_step(prefix, memory, padding)
+        log_probs, attention = log_probs.float().clone(), attention.float()
     log_probs[:, model.pad_id] = -math.inf  # never generated
     log_probs[:, model.bos_id] = -math.inf
-    return log_probs, attention.float()
+    return log_probs, attention
 
 
 @torch.no_grad()
@@ -142,7 +158,7 @@ def greedy_decode(model: EncoderDecoder, source: torch.Tensor, max_len: int) -> 
     alive = torch.ones(batch, dtype=torch.bool, device=source.device)
     lengths = torch.full((batch,), max_len, dtype=torch.long, device=source.device)
     for step in range(max_len):
-        log_probs, _ = _step(model, prefix, memory, padding)
+        log_probs, _ = _step(model, prefix, memory, padding, alive)
         best, token = log_probs.max(dim=-1)
         total = torch.where(alive, total + best, total)
         token = torch.where(alive, token, torch.full_like(token, model.pad_id))
@@ -206,7 +222,8 @@ def beam_search(
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     source_padding = padding.unsqueeze(1)  # (B, 1, S)
     for step in range(max_len):
-        log_probs, attention = _step(model, prefix, memory, padding_k)
+        active = (torch.isfinite(log_p) & ~done.unsqueeze(1)).view(-1)
+        log_probs, attention = _step(model, prefix, memory, padding_k, active)
         vocab = log_probs.shape[-1]
         cand_log_p = log_p.unsqueeze(-1) + log_probs.view(batch, width, vocab)  # (B, K, V)
         new_coverage = coverage + attention.view(batch, width, -1)

@@ -31,7 +31,9 @@ def test_the_optimizer_follows_the_schedule_and_resumes_it_from_its_state() -> N
         param.grad = torch.ones(2)
         opt.step()
         seen.append(opt.param_groups[0]["lr"])
-    assert seen == pytest.approx([0.5 / 3, 1.0 / 3, 0.5, 0.5 * math.sqrt(3 / 4), 0.5 * math.sqrt(3 / 5), 0.5 * math.sqrt(0.5)])
+    assert seen == pytest.approx(
+        [0.5 / 3, 1.0 / 3, 0.5, 0.5 * math.sqrt(3 / 4), 0.5 * math.sqrt(3 / 5), 0.5 * math.sqrt(0.5)]
+    )
     again = InverseSqrtAdam([torch.nn.Parameter(torch.zeros(2))], lr=0.5, warmup_steps=3)
     again.load_state_dict(opt.state_dict())
     again.param_groups[0]["params"][0].grad = torch.ones(2)

@@ -105,6 +105,8 @@ def test_settings_the_task_cannot_honour_are_refused(pairs_file: Path) -> None:
         load_recipe(
             "translation", quick_overrides(pairs_file) + ["data.joint_vocab=false", "model.share_embeddings=true"]
         )
+    with pytest.raises(ConfigError, match="data.max_tokens=300 makes sequences of 302 tokens"):
+        load_recipe("translation", quick_overrides(pairs_file) + ["data.max_tokens=300"])
     with pytest.raises(ConfigError, match="train.schedule=inverse-sqrt runs with train.optimizer=adam"):
         load_recipe("translation", quick_overrides(pairs_file) + ["train.optimizer=sgd"])
     with pytest.raises(ConfigError, match="index_transforms.source: .*'source' ids"):

@@ -195,9 +195,16 @@ class TranslationTask(TaskAdapter):
         ) + ("test_decode_seconds",)
 
     def check_data(self, recipe) -> None:
-        if getattr(recipe.model.config, "share_embeddings", False) and not recipe.data.joint_vocab:
+        config = recipe.model.config
+        if getattr(config, "share_embeddings", False) and not recipe.data.joint_vocab:
             raise ConfigError(
                 "model.share_embeddings=true needs one vocabulary for both sides; set data.joint_vocab=true"
+            )
+        positions = getattr(config, "max_positions", None)
+        if positions is not None and recipe.data.max_tokens + 2 > positions:
+            raise ConfigError(
+                f"data.max_tokens={recipe.data.max_tokens} makes sequences of {recipe.data.max_tokens + 2} tokens "
+                f"(with <s> and </s>), more than model.max_positions={positions}"
             )
 
     def prepare(self, recipe) -> PreparedTranslation:

@@ -31,7 +31,7 @@ import torch
 from embreg.studies.hub import write_benchmark_summary
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "translation-cost"
-SMALL_DATA = ["data.max_train_pairs=4000", "data.max_eval_pairs=200"]
+SMALL_DATA = ["data.min_words=1", "data.max_train_pairs=4000", "data.max_eval_pairs=200"]
 VARIANTS = {"plain step": ("translation", SMALL_DATA), "SSE-SE step (source + target)": ("translation-sse", SMALL_DATA)}
 DECODERS = {  # label -> (beam, alpha, beta)
     "greedy": (1, 0.0, 0.0),

@@ -85,6 +85,10 @@ def test_a_run_learns_the_pairs_and_translate_reads_a_file_or_stdin(
     assert {"test_bleu_greedy", "test_bleu_coverage", "test_decode_seconds"} <= set(metrics)
     split = json.loads((run_dir / "split.json").read_text())
     assert split["data"]["path"] == str(pairs_file) and sum(split["pairs"].values()) == 240
+    long = load_recipe("translation", [*overrides, "data.min_words=3"])
+    kept = long.adapter.prepare(long)
+    assert kept.record["pairs_with_min_words"] == sum(kept.record["pairs"].values()) < 240
+    assert all(len(s.split()) >= 3 for s in kept.references["test"])
     assert set(json.loads((run_dir / "tokenizers.json").read_text())) == {"source", "target"}
     lines = tmp_path / "in.txt"
     lines.write_text("w1 w2\n\nw3\n", encoding="utf-8")

@@ -55,6 +55,8 @@ class TranslationDataConfig:
         dataset: ``trans-de-en`` (German -> English) or ``file`` (``path``).
         path: your own tab-separated pairs file with a header (sets ``dataset: file``); sha256: its checksum
             (filled in when the recipe is loaded); source_col, target_col: its column names.
+        min_words: keep only pairs whose source and target both have at least this many words (white-space
+            separated; ``1``: every pair). The dictionary is mostly single words, on which BLEU's 4-grams are empty.
         split: shares of the distinct source sentences in train/valid/test; split_seed: seed of that split and of
             the subsets below.
         max_train_pairs, max_eval_pairs: keep a random subset of the training / each evaluation split (``null``:
@@ -72,6 +74,7 @@ class TranslationDataConfig:
     sha256: str | None = None
     source_col: str = "source"
     target_col: str = "target"
+    min_words: int = 1
     split: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     split_seed: int = 0
     max_train_pairs: int | None = None
@@ -88,7 +91,7 @@ class TranslationDataConfig:
     def __post_init__(self) -> None:
         resolve_data_file(self)
         check_split(self.split)
-        for name in ("vocab_size", "min_frequency", "max_tokens", "valid_sentences", "beam"):
+        for name in ("min_words", "vocab_size", "min_frequency", "max_tokens", "valid_sentences", "beam"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name}={getattr(self, name)} must be >= 1")
         if self.vocab_size <= 4:
@@ -218,6 +221,11 @@ class TranslationTask(TaskAdapter):
 
             directory = fetch(d.dataset, progress=recipe.train.progress)
             pairs = read_pairs(directory / TRANS_DE_EN_FILE)
+        rows_read = len(pairs)
+        if d.min_words > 1:
+            pairs = [p for p in pairs if min(len(p[0].split()), len(p[1].split())) >= d.min_words]
+            if not pairs:
+                raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
         split = split_by_source(pairs, d.split, d.split_seed)
         split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
         for name in ("valid", "test"):
@@ -241,11 +249,11 @@ class TranslationTask(TaskAdapter):
             references[name] = [t for _, t in rows]
         sources["valid"] = sources["valid"][: d.valid_sentences]
         references["valid"] = references["valid"][: d.valid_sentences]
-        rows_read = len(pairs)
         data = file_record(described, None, rows_read) if described else {"dataset": d.dataset, "rows": rows_read}
         record = {
             "data": data,
             "split_seed": d.split_seed,
+            "pairs_with_min_words": len(pairs),
             "fractions": d.split,
             "pairs": {name: len(rows) for name, rows in split.items()},
             "distinct_sources": {name: len({s for s, _ in rows}) for name, rows in split.items()},

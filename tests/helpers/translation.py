@@ -31,6 +31,7 @@ def quick_overrides(path: Path, epochs: int = 2) -> list[str]:
     """Overrides of the ``translation`` recipe for a seconds-long run on :func:`write_pairs`' file."""
     return [
         f"data.path={path}",
+        "data.min_words=1",
         "data.max_train_pairs=null",
         "data.max_eval_pairs=null",
         "data.vocab_size=80",

@@ -10,6 +10,7 @@ embreg compare DIR DIR ... [--metrics m1,m2 | --all]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg demo [--seeds N] [--out DIR]
 embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
+embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.serving.translating)
 
 Errors print one line, ``embreg: error: ...``, and exit with status 2. Output cut short by its reader
 (``embreg list --json | head``) ends the command quietly with status 0.
@@ -266,8 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study_parser(sub)
     from embreg.serving.cli import add_serving_parsers
+    from embreg.serving.translating import add_translate_parser
 
     add_serving_parsers(sub)
+    add_translate_parser(sub)
 
     demo = sub.add_parser("demo", help="what SSE and dropout buy on MovieLens-100k: p-values and cost per step")
     demo.add_argument("--seeds", type=positive_int, default=5)

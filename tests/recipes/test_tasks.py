@@ -20,6 +20,7 @@ MINIMAL = {
     "regression": "data: {task: regression}\n",
     "tagging": "",
     "mlm": "",
+    "translation": "",
 }
 MONITORS = {
     "rating": ("val_rmse", "min"),
@@ -31,6 +32,7 @@ MONITORS = {
     "regression": ("val_corr", "max"),
     "tagging": ("val_f1", "max"),
     "mlm": ("val_ppl", "min"),
+    "translation": ("val_bleu", "max"),
 }
 
 
@@ -47,7 +49,7 @@ def test_every_shipped_recipe_loads_through_its_task() -> None:
         assert recipe.adapter is adapter and isinstance(recipe.data, adapter.data_config), name
         assert recipe.task in recipe.model.entry.extra["tasks"], name
         seen.add(recipe.task)
-    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "tagging", "mlm"}
+    assert seen == {"rating", "ranking", "next-item", "ctr", "lm", "classification", "tagging", "mlm", "translation"}
 
 
 @pytest.mark.parametrize("task", sorted(MINIMAL))
@@ -78,11 +80,11 @@ def test_the_family_defaults_differ_where_the_papers_do() -> None:
 
 def test_unknown_task_names_the_valid_ones(tmp_path) -> None:
     path = tmp_path / "odd.yaml"
-    path.write_text("name: odd\ntask: translation\n")
+    path.write_text("name: odd\ntask: transliteration\n")
     with pytest.raises(
         ConfigError,
-        match=r"unknown task 'translation'.*Registered: classification, ctr, lm, mlm, "
-        r"next-item, ranking, rating, regression, tagging",
+        match=r"unknown task 'transliteration'.*Registered: classification, ctr, lm, mlm, "
+        r"next-item, ranking, rating, regression, tagging, translation",
     ):
         load_recipe(path)
 

@@ -21,6 +21,7 @@ STUDIES = [
     "finetuning-size-curve",
     "dropout-lm",
     "dropout-lm-fig1",
+    "translation-sse",
 ]
 # points whose per-seed results were never stored (only mean ± std): the runner fills them
 NOT_LOGGED = {"finetuning-size-curve": [{"data.train_size": 500}, {"data.train_size": 2000}]}

@@ -170,3 +170,8 @@ def polarity_spec() -> DatasetSpec:
 
 
 DEFAULT_REGISTRY.register(polarity_spec(), replace=True)
+
+
+from embreg.data.trans_de_en import trans_de_en_spec  # noqa: E402  (German-English pairs, task translation)
+
+DEFAULT_REGISTRY.register(trans_de_en_spec(), replace=True)

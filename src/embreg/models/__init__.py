@@ -10,6 +10,7 @@ from embreg.models.ncf import NCF
 from embreg.models.output import ModelOutput
 from embreg.models.pretrained import fetch_pretrained, list_pretrained, load_pretrained
 from embreg.models.sasrec import SASRec
+from embreg.models.transformer_nmt import TransformerTranslator
 
 __all__ = [
     "BPR",
@@ -24,5 +25,6 @@ __all__ = [
     "ModelOutput",
     "NCF",
     "SASRec",
+    "TransformerTranslator",
     "mlp",
 ]

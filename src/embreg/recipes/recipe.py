@@ -61,7 +61,7 @@ __all__ = [
     "ID_KINDS",
 ]
 
-ID_KINDS = ("user", "item", "token", "label", "field")
+ID_KINDS = ("user", "item", "token", "label", "field", "source", "target")
 """Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities).
 ``field`` (a click table's categorical fields) is also written ``field:<name>`` for one field
 (:mod:`embreg.recipes.id_kinds`)."""
@@ -195,8 +195,10 @@ class TrainConfig:
         schedule: the learning-rate schedule, one of :data:`embreg.train.schedules.SCHEDULES`: ``constant``,
             ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
             lnsr-noise-stability-bert.txt, Sec. 4.3), or torch's own schedulers ``cosine``, ``cosine-restarts``,
-            ``step``, ``exponential``, ``one-cycle``, stepped after every optimizer step.
-        warmup: fraction of the steps spent warming up (``linear``, ``cosine``, ``one-cycle``: another schedule
+            ``step``, ``exponential``, ``one-cycle``, stepped after every optimizer step, or ``inverse-sqrt`` (the
+            Transformer's: linear warm-up over ``warmup`` of the steps to ``lr``, then ``lr * sqrt(W / step)``, with
+            Adam betas 0.9/0.98; :mod:`embreg.train.inverse_sqrt`).
+        warmup: fraction of the steps spent warming up (``linear``, ``cosine``, ``one-cycle``, ``inverse-sqrt``: another schedule
             refuses a warm-up).
         min_lr, restart_epochs, restart_mult, step_epochs, gamma: the settings of the schedules that read them
             (:data:`embreg.train.schedules.SCHEDULE_SETTINGS`; ``null``: not set); one set under a schedule that
@@ -282,6 +284,10 @@ class TrainConfig:
             raise ConfigError(f"train.warmup={self.warmup} is outside [0, 1)")
         check_schedule_settings(self.schedule, schedule_settings(self))
         check_ensemble_settings(self)
+        if self.schedule == "inverse-sqrt" and self.optimizer != "adam":
+            raise ConfigError(
+                f"train.schedule=inverse-sqrt runs with train.optimizer=adam (betas 0.9/0.98), got {self.optimizer!r}"
+            )
         if self.patience is not None and self.patience < 1:
             raise ConfigError(f"train.patience={self.patience} must be >= 1 or null")
         if not 0 <= self.min_epochs <= self.epochs:

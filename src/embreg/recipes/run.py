@@ -45,6 +45,7 @@ from embreg.recipes.seed_series import run_seed_series
 from embreg.recipes.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.finite import check_final_metrics
+from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import RunDirectory
@@ -104,6 +105,8 @@ class BuiltRun:
             if t.optimizer != "adamw":
                 raise ConfigError(f"train.schedule='linear' runs with train.optimizer='adamw', got {t.optimizer!r}")
             optimizer = warmup_adamw_factory(t.lr, t.epochs * len(self.batches), t.warmup, t.weight_decay)
+        elif t.schedule == "inverse-sqrt":
+            optimizer = inverse_sqrt_optimizer(t, len(self.batches))
         else:
             optimizer = optimizer_factory(t.optimizer, t.lr, t.weight_decay)
         callbacks = [*callbacks, *snapshot_callbacks(t, run_dir)]

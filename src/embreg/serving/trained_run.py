@@ -8,6 +8,7 @@ method                                  tasks
                                         its probability), regression (value)
 ``recommend(users, k, ...)``            ranking, next-item (top-k unseen items per user, original ids)
 ``score(texts)``                        lm (per-line and total perplexity)
+``translate(lines, beam=, alpha=, ...)``  translation (decoded sentences)
 ======================================  =====================================================================
 """
 
@@ -153,3 +154,14 @@ class TrainedRun:
 
         self._require(("lm",), "score")
         return scoring.score(self, texts)
+
+    def translate(self, lines: Sequence[str], **decoding: Any) -> list[str]:
+        """Translations of source ``lines`` (``beam``, ``alpha``, ``beta``: :func:`embreg.serving.translating.translate`).
+
+        Raises:
+            ConfigError: not a ``translation`` run.
+        """
+        from embreg.serving import translating
+
+        self._require(("translation",), "translate")
+        return translating.translate(self, lines, **decoding)

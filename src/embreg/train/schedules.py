@@ -9,6 +9,8 @@ it; the recipe checks (:func:`check_schedule_settings`), the runner (:func:`sche
 =================  =============================================  ==============================================
 ``constant``        none                                           none
 ``linear``          :class:`~embreg.train.warmup.WarmupLinearAdamW`  ``warmup`` (``adamw`` only; in the optimizer)
+``inverse-sqrt``    :class:`~embreg.train.inverse_sqrt.InverseSqrtAdam`  ``warmup``, required (``adam`` only; in the
+                                                                   optimizer)
 ``cosine``          ``CosineAnnealingLR`` over the run's steps     ``min_lr``, ``warmup`` (``LinearLR`` warm-up
                                                                    first, through ``SequentialLR``)
 ``cosine-restarts`` ``CosineAnnealingWarmRestarts``                ``restart_epochs`` (T_0), ``restart_mult``
@@ -269,6 +271,16 @@ register_schedule(
         "linear",
         "linear warm-up over train.warmup of the steps, then linear decay to 0 (adamw only)",
         reads=("warmup",),
+        fixed_length=True,
+    )
+)
+register_schedule(
+    Schedule(
+        "inverse-sqrt",
+        "the Transformer's: linear warm-up over train.warmup of the steps to train.lr, then train.lr * sqrt(W / step) "
+        "(adam only, betas 0.9/0.98; embreg.train.inverse_sqrt, in the optimizer)",
+        reads=("warmup",),
+        required=("warmup",),
         fixed_length=True,
     )
 )

@@ -17,12 +17,14 @@ regression         or your CSV/TSV/parquet)
 mlm                texts (reviews, enwiki-gensim, or      encoder-mlm
                    your text file, one text per line)
 tagging            CoNLL files (or silver-tagged reviews) bilstm-crf
+translation        sentence pairs (trans-de-en or your    transformer-nmt
+                   tab-separated pairs file)
 =================  =====================================  ===========================================
 
 Example:
     >>> from embreg.registry import REGISTRY
     >>> sorted(REGISTRY.names("task"))
-    ['classification', 'ctr', 'lm', 'mlm', 'next-item', 'ranking', 'rating', 'regression', 'tagging']
+    ['classification', 'ctr', 'lm', 'mlm', 'next-item', 'ranking', 'rating', 'regression', 'tagging', 'translation']
 """
 
 from __future__ import annotations

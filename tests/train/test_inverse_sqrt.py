@@ -43,7 +43,7 @@ def test_the_optimizer_follows_the_schedule_and_resumes_it_from_its_state() -> N
 
 
 def test_the_train_section_refuses_what_the_schedule_cannot_honour() -> None:
-    with pytest.raises(ConfigError, match="inverse-sqrt needs train.warmup > 0"):
+    with pytest.raises(ConfigError, match="train.schedule='inverse-sqrt' needs train.warmup"):
         load_recipe("mf", ["train.schedule=inverse-sqrt"])
     with pytest.raises(ConfigError, match="inverse-sqrt runs with train.optimizer=adam"):
         load_recipe("mf", ["train.schedule=inverse-sqrt", "train.warmup=0.1", "train.optimizer=sgd"])

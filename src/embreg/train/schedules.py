@@ -276,16 +276,6 @@ register_schedule(
 )
 register_schedule(
     Schedule(
-        "inverse-sqrt",
-        "the Transformer's: linear warm-up over train.warmup of the steps to train.lr, then train.lr * sqrt(W / step) "
-        "(adam only, betas 0.9/0.98; embreg.train.inverse_sqrt, in the optimizer)",
-        reads=("warmup",),
-        required=("warmup",),
-        fixed_length=True,
-    )
-)
-register_schedule(
-    Schedule(
         "cosine",
         "cosine annealing from train.lr to train.min_lr over the run (CosineAnnealingLR), after an optional "
         "linear warm-up (train.warmup)",
@@ -390,3 +380,15 @@ def check_scheduler_state(saved: Any, scheduler: LRScheduler, source: str) -> No
             f"checkpoint {source} does not fit the learning-rate schedule: {problem}. "
             "Start the run afresh (without --resume, or in a new directory)"
         )
+
+
+register_schedule(
+    Schedule(
+        "inverse-sqrt",
+        "the Transformer's: linear warm-up over train.warmup of the steps to train.lr, then train.lr * sqrt(W / step) "
+        "(adam only, betas 0.9/0.98; embreg.train.inverse_sqrt, in the optimizer)",
+        reads=("warmup",),
+        required=("warmup",),
+        fixed_length=True,
+    )
+)

@@ -87,7 +87,7 @@ def _finish(
             f"{int(bad.sum())} of {len(frame)} input rows hold ids never seen in training, e.g. {shown}; choose "
             "what to do with them: unknown='mean' (--unknown mean: the training mean) or 'skip' (--unknown skip)"
         )
-    table = frame.copy()
+    table = frame.copy(deep=False)  # copy-on-write: adding columns leaves the caller's frame alone
     for column, array in values.items():
         filled = array
         if bad.any():
@@ -129,7 +129,10 @@ def _ratings(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     predictions = _outputs(run, inputs)
     if run.evaluator.rating_range is not None:
         predictions = predictions.clamp(*run.evaluator.rating_range)
-    fallback = _rating_fallback(run, users, items)
+    bad = ~known
+    fallback = np.zeros(len(known), np.float64)  # read only at the rows with an unseen id
+    if bad.any():
+        fallback[bad] = _rating_fallback(run, users[bad], items[bad])
     return _finish(run, frame, known, {"rating": predictions.numpy()}, {"rating": fallback}, unknown)
 
 

@@ -47,7 +47,7 @@ __all__ = [
     "convert_trans_de_en",
 ]
 
-TRANS_DE_EN_URL = "http://deb.debian.org/debian/pool/main/t/trans-de-en/trans-de-en_1.9-6_all.deb"
+TRANS_DE_EN_URL = "http://deb.debian.org/debian/pool/main/d/ding/trans-de-en_1.9-6_all.deb"
 TRANS_DE_EN_SHA256 = "45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4"
 TRANS_DE_EN_MEMBER = "usr/share/trans/de-en"
 TRANS_DE_EN_FILE = "de-en.tsv"

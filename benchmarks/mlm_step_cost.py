@@ -245,7 +245,7 @@ def write_page(out: Path, record: dict) -> None:
         "pieces (a batch is cut to its longest text), so the epoch takes about that long; `embreg run mlm` shows a "
         "progress bar over it.",
         "",
-        "The CPU is shared with other jobs: the step times say how much CPU the run got; the ratio is "
+        "The step times say how much CPU the run got; the ratio is "
         "measured in interleaved rounds so that both variants see the same load. No GPU was lent to this run.",
         "",
         f"Reading: {reading(record)}",

@@ -12,6 +12,7 @@ The inputs are the task's tokenised texts (``input_ids``, ``attention_mask``: th
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -77,7 +78,7 @@ def minilm_token_embeddings(pretrained: str, num_ids: int, *, progress: bool = F
     return weight[:num_ids].float().clone()
 
 
-class TokenClassifier(nn.Module):
+class TokenClassifier(nn.Module, metaclass=ABCMeta):
     """Embedding -> (index transform on the ids, training only) -> :meth:`features` -> dropout -> head(s).
 
     Args:
@@ -120,10 +121,10 @@ class TokenClassifier(nn.Module):
     def is_regression(self) -> bool:
         return not isinstance(self.head, MultiTaskHeads) and self.num_labels == 1
 
+    @abstractmethod
     def features(self, embedded: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(B, T, E)`` embedded word pieces (zero at padding) and the ``(B, T)`` mask -> ``(B, F)`` sentence
-        features and named hidden tensors for the output."""
-        raise NotImplementedError
+        features and named hidden tensors for the output (each subclass reads the words its own way)."""
 
     def index_transforms(self) -> list[nn.Module]:
         """The token transform, if set (:mod:`embreg.models.transform_sites`)."""

@@ -7,7 +7,8 @@ an unfinished one continues, and one of another config is refused (:func:`check_
 that run). The directories are what ``embreg run --out`` makes (``config.yaml``, ``metrics.json``, ``report.md``, the
 checkpoints ``train.keep_checkpoints`` keeps), so a later study can start from them (``model.pretrained=<run dir>``)
 and ``embreg predict`` can use them. A relative folder is relative to the current directory the study runs from.
-Tuning runs stay temporary: only the final seeds of the chosen setting are kept.
+Tuning runs stay temporary: only the final seeds of the chosen setting are kept. Runs already in the study's run
+log are not run again (:mod:`embreg.studies.runner`), so only a fresh log (or runs missing from it) fills the folder.
 
 A slug is the label lower-cased, every run of characters other than ``[a-z0-9]`` turned into one ``-``, stripped
 of ``-`` at both ends (:func:`slug`); a point's label is ``key=value, ...`` as the study page shows it.

@@ -195,7 +195,8 @@ class StudySpec:
     keep_runs: str | None = None
     """A folder (relative: to the current directory the study runs from) where each final run is trained as a run
     directory ``<keep_runs>/<variant slug>[/<point slug>]/seed-<s>`` and read back when it has finished there;
-    ``null``: no run is kept. Tuning runs are never kept (:mod:`embreg.studies.kept`)."""
+    ``null``: no run is kept. Tuning runs are never kept (:mod:`embreg.studies.kept`). Runs already in the run log
+    are not run again, so a log written before ``keep_runs`` was set keeps nothing: give such a study a fresh log."""
 
     def __post_init__(self) -> None:
         if not self.variants:

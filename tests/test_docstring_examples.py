@@ -36,6 +36,7 @@ MODULES = [
     "embreg.recipes.show",
     "embreg.studies.spec",
     "embreg.studies.runlog",
+    "embreg.studies.kept",
     "embreg.studies.sections",
     "embreg.studies.report",
     "embreg.studies.hub",

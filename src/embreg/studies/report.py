@@ -4,8 +4,8 @@ The page (``docs/results/<name>/README.md``) shows, in order: the title, paper, 
 **claims** table (claim | reading | verdict); per point of the grid a **comparison** table (variant | n | mean ±
 std of each metric | Welch and Mann-Whitney p against the baseline); the **tuning** tables (each setting tried,
 its mean validation value and n, the chosen one marked); the sections of the study's analyses; and **how it was
-run** (seeds, machines, run count, the command, when the runs finished, notes). A box plot of the first metric
-per variant goes beside it. The page stays under 300 lines: long tuning tables keep their best 10 settings, and
+run** (seeds, machines, run count, the command, when the runs finished, where the runs were kept, notes). A box
+plot of the first metric per variant goes beside it. The page stays under 300 lines: long tuning tables keep their best 10 settings, and
 when the page is still too long the tuning (then the comparison) tables move to ``tuning.md``
 (``comparison.md``) beside it.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -414,12 +415,28 @@ def _how_it_was_run(spec: StudySpec, records: Sequence[RunRecord], command: str)
         f"- command: `{command}` (resumes from the run log; every run's overrides are in the log, so any "
         "run can be repeated alone with `embreg run RECIPE --set ...`)"
     )
+    lines += _kept_runs(spec, final)
     finished = sorted(r.finished for r in records if r.finished)
     if finished:
         span = f"at {finished[0]}" if finished[0] == finished[-1] else f"between {finished[0]} and {finished[-1]}"
         lines.append(f"- runs finished {span}")
     lines += ["- " + " ".join(note.split()) for note in spec.notes if note.strip()]
     return lines
+
+
+def _kept_runs(spec: StudySpec, final: Sequence[RunRecord]) -> list[str]:
+    """Where the final runs were kept as run directories (``keep_runs``), when they were."""
+    kept = [r.run_dir for r in final if r.run_dir]
+    if not kept:
+        return []
+    folder = spec.keep_runs or os.path.commonpath(kept)
+    layout = "<variant>/<point>/seed-<s>" if spec.grid else "<variant>/seed-<s>"
+    where = "" if Path(folder).is_absolute() else " (relative to the directory the study ran from)"
+    return [
+        f"- kept runs: {len(kept)} of the {len(final)} final runs are run directories under `{folder}`{where}, "
+        f"as `{layout}` with the labels' slugs (config, metrics.json, report.md, checkpoints); the run log names "
+        "each one (`run_dir`), for `model.pretrained=<run dir>` or `embreg predict`"
+    ]
 
 
 def _analyses(spec: StudySpec, records: Sequence[RunRecord], out_dir: Path) -> list[Section]:

@@ -3,8 +3,10 @@
 Record fields (:class:`RunRecord`): ``study``, ``variant``, ``point`` (the reported grid's coordinates), ``phase``
 (``tune`` or ``final``), ``setting`` (the tuned values this run used), ``seed``, ``overrides`` (every ``--set`` the
 run had, in order, so the run can be repeated with ``embreg run RECIPE --set ...``), ``recipe``, ``metrics``
-(``val_*``, ``test_*``, ``best_epoch``, ... as ``metrics.json`` holds them), ``seconds`` (wall time), ``machine``
-and ``finished`` (UTC time). ``key`` identifies a run for resuming: the same variant, point, phase, setting and
+(``val_*``, ``test_*``, ``best_epoch``, ... as ``metrics.json`` holds them), ``seconds`` (wall time; a kept run read
+back: the time it took when it was trained), ``machine``, ``finished`` (UTC time) and, for a final run the study
+keeps (``keep_runs``), ``run_dir`` (its run directory under ``keep_runs``: relative to the directory the study ran
+from when ``keep_runs`` is). ``key`` identifies a run for resuming: the same variant, point, phase, setting and
 seed is never run twice.
 
 Logs live beside their study file (``studies/logs/<name>.jsonl``) and are kept under version control, so every
@@ -71,13 +73,19 @@ class RunRecord:
     seconds: float = 0.0
     machine: dict[str, Any] = field(default_factory=dict)
     finished: str = ""
+    run_dir: str | None = None
 
     @property
     def key(self) -> str:
         return run_key(self.variant, self.point, self.phase, self.setting, self.seed)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        """One line of JSON; ``run_dir`` only where the run was kept, so logs of studies that keep nothing stay
+        as they were (and readable by versions that do not know the field)."""
+        data = dataclasses.asdict(self)
+        if data["run_dir"] is None:
+            del data["run_dir"]
+        return json.dumps(data, sort_keys=True, default=str)
 
 
 class RunLog:

@@ -11,6 +11,8 @@ drop the others):
    ``phase="tune"``. The chosen setting has the best mean validation value of ``tune.metric`` (default: the
    recipe's monitor and its direction); ties go to the setting tried first.
 2. **final**: ``spec.seeds`` seeds of the chosen setting (``setting={}`` without tuning), ``phase="final"``.
+   With ``spec.keep_runs`` each is trained into its own run directory and read back when it has finished there
+   (:mod:`embreg.studies.kept`); tuning runs keep nothing on disk.
 
 A run's overrides are, in order: ``spec.common``, the variant's ``set``, the point's, the setting's,
 ``train.seed=<seed>``, then the caller's ``extra_overrides``; the log records them all, so any run can be repeated
@@ -54,6 +56,7 @@ from typing import Any, Literal
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, TrainingError
 from embreg.studies.checks import check_study_metrics
+from embreg.studies.kept import check_kept_run, kept_run_dir, metrics_stamp
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
 
@@ -134,14 +137,18 @@ class Job:
     seed: int
     recipe: str
     overrides: tuple[str, ...]
+    run_dir: str | None = None  # the kept run's directory (``keep_runs``), else nothing is kept
 
     @property
     def key(self) -> str:
         return run_key(self.variant, self.point, self.phase, self.setting, self.seed)
 
     def command(self) -> str:
-        """The ``embreg run`` command that repeats this run alone."""
-        return f"embreg run {shlex.quote(self.recipe)} " + " ".join(f"--set {shlex.quote(o)}" for o in self.overrides)
+        """The ``embreg run`` command that repeats this run alone (a kept run: into its directory, resuming)."""
+        command = f"embreg run {shlex.quote(self.recipe)} " + " ".join(
+            f"--set {shlex.quote(o)}" for o in self.overrides
+        )
+        return command + (f" --out {shlex.quote(self.run_dir)} --resume" if self.run_dir is not None else "")
 
 
 def run_overrides(
@@ -356,18 +363,30 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def execute(recipe: str, overrides: Sequence[str]) -> tuple[dict[str, Any], float, dict[str, Any]]:
-    """Trains one run (``run_single(load_recipe(recipe, overrides), None)``): its metrics, seconds and machine.
+def execute(
+    recipe: str, overrides: Sequence[str], out_dir: str | None = None
+) -> tuple[dict[str, Any], float, dict[str, Any]]:
+    """Trains one run (``run_single(load_recipe(recipe, overrides), out_dir, resume=out_dir is not None)``): its
+    metrics, seconds and machine.
 
-    The run's own progress bars stay off (the study shows one bar over its runs); that changes nothing it computes.
+    ``out_dir`` (a kept run, :mod:`embreg.studies.kept`): a finished run there is read back, and its seconds are
+    the wall time it took when it was trained. The run's own progress bars stay off (the study shows one bar over
+    its runs); that changes nothing it computes.
     """
     from embreg.recipes import load_recipe
     from embreg.recipes import run as run_module
 
     started = time.perf_counter()
     loaded = load_recipe(recipe, [*overrides, "train.progress=false"])
-    result = run_module.run_single(loaded, None)
-    seconds = time.perf_counter() - started
+    if out_dir is None:
+        result = run_module.run_single(loaded, None)
+        seconds = time.perf_counter() - started
+    else:
+        stamp = metrics_stamp(out_dir)
+        result = run_module.run_single(loaded, out_dir, resume=True)
+        seconds = time.perf_counter() - started
+        if stamp is not None and metrics_stamp(out_dir) == stamp:  # read back, not trained
+            seconds = float(result.metrics.get("wall_seconds", seconds))
     metrics = {key: _plain(value) for key, value in result.metrics.items()}
     monitor = loaded.monitor[0]
     # per epoch: learning curves (the training split's counterpart too, when the run scores it) and time-to-target
@@ -499,6 +518,9 @@ class _Cell:
     def job(self, phase: Literal["tune", "final"], setting: dict[str, Any], seed: int) -> Job:
         spec = self.spec
         overrides = run_overrides(spec, self.variant, self.point, setting, seed, self.extra)
+        run_dir = None
+        if phase == "final" and spec.keep_runs is not None:
+            run_dir = kept_run_dir(spec.keep_runs, self.variant, self.point, seed).as_posix()
         return Job(
             self.variant,
             dict(self.point),
@@ -507,6 +529,7 @@ class _Cell:
             seed,
             spec.variants[self.variant].recipe,
             tuple(overrides),
+            run_dir,
         )
 
     def _rows(self, settings: list[dict[str, Any]], metric: str) -> list[TuningRow]:
@@ -577,6 +600,22 @@ def _check(spec: StudySpec, extra: Sequence[str]) -> None:
                     )
 
 
+def _check_kept(spec: StudySpec, job: Job) -> None:
+    """Refuses a kept run's directory that holds another config, in this process and before training."""
+    if job.run_dir is None:
+        return
+    from embreg.recipes import load_recipe
+
+    try:
+        check_kept_run(load_recipe(job.recipe, [*job.overrides, "train.progress=false"]), job.run_dir)
+    except ConfigError as error:
+        raise ConfigError(
+            f"study {spec.name}: the final run {job.variant!r} (point {job.point}, seed {job.seed}) is kept in "
+            f"{job.run_dir} (keep_runs), which holds another run: {error}. Move that directory away, or give "
+            "keep_runs another folder"
+        ) from None
+
+
 # --------------------------------------------------------------------------------------------------- the runner
 
 
@@ -599,7 +638,8 @@ def run_study(
 
     Raises:
         LogLockedError: another runner is using the log.
-        ConfigError: a variant's recipe or overrides are invalid (checked before any training).
+        ConfigError: a variant's recipe or overrides are invalid (checked before any training), or a kept run's
+            directory (``spec.keep_runs``) holds a run of another config (checked before that run trains).
         StudyRunError: a run failed (the runs in flight were finished and logged first).
     """
     from tqdm.auto import tqdm
@@ -629,9 +669,11 @@ def run_study(
                 missing = [job for job in batch if job.key not in done]
                 bar.update(len(batch) - len(missing))
                 if missing:
+                    for job in missing:
+                        _check_kept(spec, job)
                     cell.pending = {job.key for job in missing}
                     for job in missing:
-                        in_flight[executor.submit(execute, job.recipe, job.overrides)] = (cell, job)
+                        in_flight[executor.submit(execute, job.recipe, job.overrides, job.run_dir)] = (cell, job)
                     return
 
         def fill() -> None:
@@ -675,6 +717,7 @@ def run_study(
                         metrics,
                         seconds,
                         machine,
+                        run_dir=job.run_dir,
                     )
                     log.append(record)
                     done[record.key] = record

@@ -18,11 +18,15 @@ tune:                                 # chosen per variant and point on the vali
   space: {model.l2: [0.01, 0.03, 0.1]}
   seeds: 1                            # tuning seeds: the choice is the best mean validation value
 seeds: 10                             # final seeds of the chosen setting (seed_start, seed_start + 1, ...)
+keep_runs: null                       # a folder: final runs stay there as run dirs <folder>/<variant slug>/seed-<s>
 metrics: [test_precision@1, test_precision@10]
 claims:                               # the paper's claims this study checks, each against the baseline
   - {text: "SSE-SE improves BPR (Table 1)", metric: test_precision@1, variant: SSE-SE + BPR}
 analyses: []                          # registered analyses adding tables and plots ({name: ..., ...args})
 ```
+
+With ``keep_runs`` set, the final runs (not the tuning runs) are kept as ordinary run directories that a later
+study (``model.pretrained=<run dir>``) or ``embreg predict`` can use (:mod:`embreg.studies.kept`).
 
 Every run of a study lands as one line of its run log (:mod:`embreg.studies.runlog`); reports and the results hub
 are made from the logs alone, so a report never needs training and an interrupted study resumes where it stopped.
@@ -188,10 +192,23 @@ class StudySpec:
     claims: list[ClaimSpec] = field(default_factory=list)
     analyses: list[AnalysisSpec] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    keep_runs: str | None = None
+    """A folder (relative: to the current directory the study runs from) where each final run is trained as a run
+    directory ``<keep_runs>/<variant slug>[/<point slug>]/seed-<s>`` and read back when it has finished there;
+    ``null``: no run is kept. Tuning runs are never kept (:mod:`embreg.studies.kept`). Runs already in the run log
+    are not run again, so a log written before ``keep_runs`` was set keeps nothing: give such a study a fresh log."""
 
     def __post_init__(self) -> None:
         if not self.variants:
             raise ConfigError(f"study {self.name!r} has no variants")
+        if self.keep_runs is not None:
+            from embreg.studies.kept import check_slugs
+
+            if not str(self.keep_runs).strip():
+                raise ConfigError(
+                    "keep_runs is empty: give a folder (keep_runs: runs/<study>) or write keep_runs: null"
+                )
+            check_slugs(self.variants, self.points())
         if self.baseline is None:
             self.baseline = next(iter(self.variants))
         if self.baseline not in self.variants:

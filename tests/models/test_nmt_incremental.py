@@ -51,8 +51,9 @@ def test_incremental_decoding_refuses_a_model_in_training_mode() -> None:
 
 @torch.no_grad()
 def test_a_position_beyond_the_positional_table_is_a_data_error() -> None:
-    model = TransformerTranslator(12, 12, d_model=8, heads=2, encoder_layers=1, decoder_layers=1, feedforward=16,
-                                  max_positions=5).eval()
+    model = TransformerTranslator(
+        12, 12, d_model=8, heads=2, encoder_layers=1, decoder_layers=1, feedforward=16, max_positions=5
+    ).eval()
     memory, padding = model.encode(SOURCES)
     state = model.start_decoding(memory, padding)
     tokens = torch.full((SOURCES.shape[0],), model.bos_id)

@@ -147,22 +147,20 @@ def decode_next(
         DataError: the position is beyond the model's positional table.
     """
     if state.step >= model.positions.shape[0]:
-        raise DataError(
-            f"a sequence of {state.step + 1} tokens is longer than the model's {model.positions.shape[0]}"
-        )
+        raise DataError(f"a sequence of {state.step + 1} tokens is longer than the model's {model.positions.shape[0]}")
     x = model.target_embedding(tokens) * math.sqrt(model.d_model) + model.positions[state.step]
     keys, values = [], []
     weights = torch.empty(0)
     for index, module in enumerate(model.decoder_layers):
-        x, weights, layer_keys, layer_values = _layer_next(
-            cast("CrossAttentionDecoderLayer", module), x, state, index
-        )
+        x, weights, layer_keys, layer_values = _layer_next(cast("CrossAttentionDecoderLayer", module), x, state, index)
         keys.append(layer_keys)
         values.append(layer_values)
     log_probs = F.log_softmax(model.output(x).float(), dim=-1)
     attention = weights.mean(dim=1).squeeze(1)
-    return log_probs, attention, DecoderState(
-        state.step + 1, keys, values, state.cross_keys, state.cross_values, state.source_mask
+    return (
+        log_probs,
+        attention,
+        DecoderState(state.step + 1, keys, values, state.cross_keys, state.cross_values, state.source_mask),
     )
 
 

@@ -24,7 +24,8 @@ Scoring (GNMT, Wu et al. 2016, Sec. 7; nlp-best-practices.txt, "Beam search"):
 and ``<s>`` are never generated. Beam search ranks finished and live hypotheses by the same score ``s``; a
 hypothesis that ends with ``</s>`` among the ``K`` best candidates of a step leaves the beam, the ``K`` best
 candidates that do not end keep it full, and a source is done once ``K`` hypotheses have finished (or at
-``max_len``). With ``K = 1`` this is greedy decoding; with ``K`` at least the number of hypotheses every
+``max_len``; it may stop earlier once no live hypothesis can beat its best finished one, which returns the same
+hypothesis: :func:`beam_search`). With ``K = 1`` this is greedy decoding; with ``K`` at least the number of hypotheses every
 prefix is kept and the search returns the optimum of ``s``.
 
 Example:

@@ -25,8 +25,8 @@ and ``<s>`` are never generated. Beam search ranks finished and live hypotheses 
 hypothesis that ends with ``</s>`` among the ``K`` best candidates of a step leaves the beam, the ``K`` best
 candidates that do not end keep it full, and a source is done once ``K`` hypotheses have finished (or at
 ``max_len``; it may stop earlier once no live hypothesis can beat its best finished one, which returns the same
-hypothesis: :func:`beam_search`). With ``K = 1`` this is greedy decoding; with ``K`` at least the number of hypotheses every
-prefix is kept and the search returns the optimum of ``s``.
+hypothesis: :func:`beam_search`). With ``K = 1`` this is greedy decoding; with ``K`` at least the number of
+hypotheses every prefix is kept and the search returns the optimum of ``s``.
 
 Example:
     >>> round(length_penalty(3, 0.6), 4), length_penalty(7, 0.0)

@@ -8,7 +8,11 @@ decoding on the same model. Beam search with the coverage penalty (beta 0.2) is 
 Steps: both recipes built as they train (batch 64, the CPU-sized Transformer), taking turns in interleaved rounds
 (``embreg.demo.step_costs``). Decoding: the plain recipe's model is first trained for ``--train-steps`` steps (an
 untrained model ends every sentence at once), then greedy and beam decoding of the same test batch take turns in
-interleaved rounds; the median of each is compared.
+interleaved rounds; the median of each is compared. Both decoders run the translator incrementally (cached
+self-attention keys and values of the prefix, cross-attention keys and values of the memory projected once per
+source; :mod:`embreg.models.nmt_incremental`), only on the hypotheses still live; beam search computes one row per
+source at its first step and stops a source once no live hypothesis can beat its best finished one (an exact bound:
+the same output as without it).
 
     python benchmarks/translation_cost.py --rounds 10 --steps 5 --decode-rounds 5 [--device cuda]
 

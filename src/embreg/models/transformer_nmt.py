@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.errors import ConfigError, DataError
+from embreg.models import nmt_incremental
+from embreg.models.nmt_incremental import DecoderState
 from embreg.models.output import ModelOutput
 from embreg.models.step_key import step_key
 from embreg.models.transform_sites import is_passed_through, present_transforms
@@ -133,6 +135,10 @@ class TransformerTranslator(nn.Module):
 
     Decoding: :meth:`encode` and :meth:`decode_step` implement :class:`embreg.nn.decoding.EncoderDecoder`; the
     cross-attention that the coverage penalty reads is the *last decoder layer's*, averaged over its heads.
+    :meth:`start_decoding`, :meth:`decode_next` and :meth:`reorder` add its incremental extension
+    (:class:`embreg.nn.decoding.IncrementalDecoder`): cached self-attention keys and values of the prefix and
+    cross-attention keys and values of the memory projected once per source (:mod:`embreg.models.nmt_incremental`),
+    eval mode only (dropout off), which the searches use automatically.
 
     Args:
         source_vocab, target_vocab: vocabulary sizes (specials included).
@@ -270,6 +276,20 @@ class TransformerTranslator(nn.Module):
         attention = cast(CrossAttentionDecoderLayer, self.decoder_layers[-1]).cross_attention
         assert attention is not None  # keep_attention=True stored it
         return F.log_softmax(self.output(states[:, -1]).float(), dim=-1), attention[:, -1]
+
+    # ------------------------------------------------------------------- incremental decoding (eval mode only)
+    def start_decoding(self, memory: torch.Tensor, source_padding: torch.Tensor) -> DecoderState:
+        """Cached decoding state of one row per source (:func:`embreg.models.nmt_incremental.start_decoding`)."""
+        return nmt_incremental.start_decoding(self, memory, source_padding)
+
+    def decode_next(self, tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor, DecoderState]:
+        """What :meth:`decode_step` gives for the prefix ``state`` holds plus ``tokens (N,)``, from cached keys and
+        values (:func:`embreg.models.nmt_incremental.decode_next`; dropout off)."""
+        return nmt_incremental.decode_next(self, tokens, state)
+
+    def reorder(self, state: DecoderState, rows: torch.Tensor) -> DecoderState:
+        """The cached state of rows ``rows`` (:func:`embreg.models.nmt_incremental.reorder`)."""
+        return nmt_incremental.reorder(state, rows)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ModelOutput:
         """Logits ``(B, T, V)`` of the next target tokens (teacher forcing)."""

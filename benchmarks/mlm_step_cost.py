@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
+from embreg.config import to_dict
 from embreg.data.mlm_masking import BertMasking
 from embreg.models.encoder_classifier import encode_texts
 from embreg.models.encoder_mlm import MaskedLanguageModel
@@ -118,9 +120,21 @@ def main() -> None:
     )
     parser.add_argument("--out-dir", type=Path, default=OUT, help="output folder (default: %(default)s)")
     parser.add_argument("--render-only", action="store_true", help="rewrite the page from the folder's JSON record")
+    parser.add_argument(
+        "--epoch-run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a finished `embreg run mlm --out RUN_DIR` (the recipe as shipped): its measured epoch goes into the "
+        "record beside the projection (with --render-only: into the stored record)",
+    )
+    parser.add_argument("--epoch-note", default="", help="how busy the machine was during that run")
     args = parser.parse_args()
     if args.render_only:
-        write_page(args.out_dir, json.loads((args.out_dir / "mlm-step-cost.json").read_text()))
+        record = json.loads((args.out_dir / "mlm-step-cost.json").read_text())
+        if args.epoch_run is not None:
+            record["measured_epoch"] = measured_epoch(args.epoch_run, args.epoch_note)
+            (args.out_dir / "mlm-step-cost.json").write_text(json.dumps(record, indent=2) + "\n")
+        write_page(args.out_dir, record)
         return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -182,10 +196,41 @@ def main() -> None:
         "draw_seconds": draws,
     }
     record.update(rounds=args.rounds, steps=args.steps, max_length=args.max_length, batch_size=args.batch_size)
+    if args.epoch_run is not None:
+        record["measured_epoch"] = measured_epoch(args.epoch_run, args.epoch_note)
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "mlm-step-cost.json").write_text(json.dumps(record, indent=2) + "\n")
     write_page(out, record)
+
+
+def measured_epoch(run_dir: Path, note: str) -> dict:
+    """What a finished one-epoch ``mlm`` run took: training seconds (the epoch), wall seconds (with loading and the
+    perplexity evaluation), steps and texts, and its perplexity.
+
+    Raises:
+        SystemExit: ``run_dir`` holds no finished run, or not a one-epoch run of the recipe ``mlm`` as shipped.
+    """
+    metrics_path, config_path = run_dir / "metrics.json", run_dir / "config.yaml"
+    if not metrics_path.is_file() or not config_path.is_file():
+        raise SystemExit(f"{run_dir} holds no finished run (metrics.json and config.yaml): run `embreg run mlm --out "
+                         f"{run_dir}` first")  # fmt: skip
+    config = yaml.safe_load(config_path.read_text())
+    shipped = load_recipe("mlm")
+    if config.get("name") != "mlm" or config["data"] != to_dict(shipped.data) or config["train"]["epochs"] != 1:
+        raise SystemExit(f"{run_dir} is not a one-epoch run of the recipe mlm as shipped (its data section differs)")
+    metrics = json.loads(metrics_path.read_text())
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines() if line.strip()]
+    return {
+        "run_dir": str(run_dir),
+        "command": f"embreg run mlm --out {run_dir}",
+        "train_seconds": metrics["train_seconds"],
+        "wall_seconds": metrics["wall_seconds"],
+        "seconds_per_step": metrics["seconds_per_step"],
+        "epochs": len(history),
+        "test_ppl": metrics["test_ppl"],
+        "note": note,
+    }
 
 
 def reading(record: dict) -> str:
@@ -212,6 +257,20 @@ def reading(record: dict) -> str:
         "machine under its load at the time (one torch thread on a shared core); a less busy machine, more "
         "threads or a GPU shortens it." + alone
     )
+
+
+def _measured_lines(record: dict) -> list[str]:
+    measured = record.get("measured_epoch")
+    if measured is None:
+        return []
+    note = f" ({measured['note']})" if measured["note"] else ""
+    return [
+        f"Measured: `{measured['command']}` (the recipe as shipped, one thread) trained its epoch in "
+        f"**{measured['train_seconds'] / 60:.0f} min** ({measured['seconds_per_step']:.2f} s per step against the "
+        f"projection's {record['median_step_seconds']['MLM']:.2f} s), {measured['wall_seconds'] / 60:.0f} min with "
+        f"loading and the validation and test perplexity (test perplexity {measured['test_ppl']:.1f}){note}.",
+        "",
+    ]
 
 
 def write_page(out: Path, record: dict) -> None:
@@ -245,6 +304,7 @@ def write_page(out: Path, record: dict) -> None:
         "pieces (a batch is cut to its longest text), so the epoch takes about that long; `embreg run mlm` shows a "
         "progress bar over it.",
         "",
+        *_measured_lines(record),
         "The step times say how much CPU the run got; the ratio is "
         "measured in interleaved rounds so that both variants see the same load. No GPU was lent to this run.",
         "",

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import torch
 
-from embreg.nn.decoding_steps import make_stepper
+from embreg.nn.decoding_steps import PrefixStepper, make_stepper
 
 __all__ = [
     "EncoderDecoder",
@@ -147,30 +147,6 @@ def _check(model: EncoderDecoder, source: torch.Tensor, max_len: int) -> None:
     for name in ("bos_id", "eos_id", "pad_id"):
         if not isinstance(getattr(model, name, None), int):
             raise TypeError(f"the model must have an int {name} to decode (EncoderDecoder protocol)")
-
-
-def _step(
-    model: EncoderDecoder, prefix, memory, padding, active: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next-token log-probabilities ``(N, V)`` (``<pad>`` and ``<s>`` at -inf) and cross-attention ``(N, S)``.
-
-    ``active`` ``(N,)`` bool: only those rows are run through the model (finished or dead hypotheses cost nothing);
-    the others get -inf log-probabilities and zero attention."""
-    if active is not None and not bool(active.all()):
-        rows = active.nonzero().squeeze(1)
-        part_log_probs, part_attention = model.decode_step(prefix[rows], memory[rows], padding[rows])
-        log_probs = torch.full(
-            (prefix.shape[0], part_log_probs.shape[-1]), -math.inf, device=prefix.device, dtype=torch.float32
-        )
-        attention = torch.zeros(prefix.shape[0], padding.shape[1], device=prefix.device, dtype=torch.float32)
-        log_probs[rows] = part_log_probs.float()
-        attention[rows] = part_attention.float()
-    else:
-        log_probs, attention = model.decode_step(prefix, memory, padding)
-        log_probs, attention = log_probs.float().clone(), attention.float()
-    log_probs[:, model.pad_id] = -math.inf  # never generated
-    log_probs[:, model.bos_id] = -math.inf
-    return log_probs, attention
 
 
 @torch.no_grad()
@@ -385,12 +361,11 @@ def sequence_score(
     """
     memory, padding = model.encode(source)
     sequence = [*tokens, model.eos_id] if ended else list(tokens)
-    prefix = torch.tensor([[model.bos_id]], dtype=torch.long, device=source.device)
+    stepper = PrefixStepper(model, memory, padding)  # decode_step on the whole prefix, the reference computation
     total, coverage = 0.0, torch.zeros(source.shape[1], device=source.device)
-    for token in sequence:
-        log_probs, attention = _step(model, prefix, memory, padding)
+    for previous, token in zip([model.bos_id, *sequence], sequence):
+        log_probs, attention = stepper.next(torch.tensor([previous], device=source.device))
         total += float(log_probs[0, token])
         coverage = coverage + attention[0]
-        prefix = torch.cat([prefix, torch.tensor([[token]], device=source.device)], dim=1)
     penalty = float(coverage_penalty(coverage.unsqueeze(0), padding, beta)[0])
     return total / float(length_penalty(len(sequence), alpha)) + penalty

@@ -10,6 +10,7 @@ MODULES = [
     "embreg.serving.vocabularies",
     "embreg.serving.loading",
     "embreg.serving.cli",
+    "embreg.serving.tagging",
     "embreg.train.beyond_accuracy",
 ]
 

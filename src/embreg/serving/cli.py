@@ -1,13 +1,15 @@
 """``embreg predict | recommend | score | export``: use a trained run from the command line.
 
-    embreg predict RUN --input FILE --out FILE.csv [--unknown mean|error|skip] [--checkpoint best|last] [--device D]
+    embreg predict RUN --input FILE [--out FILE] [--unknown mean|error|skip] [--input-format auto|lines|conll]
+                   [--checkpoint best|last] [--device D]
     embreg recommend RUN (--users U1,U2 | --all) [--k 10] [--include-seen] [--history I1,I2,...] --out FILE.csv
     embreg score RUN --input TEXT [--out FILE.csv]
     embreg export RUN --out DIR
     embreg ensemble RUN [RUN ...] [--split test] [--snapshots] [--checkpoint best|last] [--out FILE.json]
 
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
-``--unknown`` policy did with them.
+``--unknown`` policy did with them (a tagging run: the sentences, tokens and tokens unseen in training). ``predict``
+writes CSV, or CoNLL for a tagging run, to ``--out`` or, without it, to stdout (the summary then on stderr).
 
 Example:
     >>> import argparse
@@ -21,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +39,38 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds ``predict``, ``recommend``, ``score`` and ``export`` to the ``embreg`` sub-commands."""
     from embreg.cli import positive_int  # the argparse type every embreg command shares
+    from embreg.serving.tagging import INPUT_FORMATS
     from embreg.serving.trained_run import UNKNOWN_POLICIES
 
-    predict = sub.add_parser("predict", help="predict ratings, clicks, classes or values for new rows / texts")
+    predict = sub.add_parser(
+        "predict",
+        help="predict ratings, clicks, classes or values for new rows / texts; tag new sentences",
+        description="rating, ctr: rows in the training file's format -> CSV (the rows' ids, the prediction, status); "
+        "classification, regression: texts, one per line (or a table with data.text_col) -> CSV (text, label and "
+        "probability, or value); tagging: sentences, one per line, or a CoNLL file (tokens in the first column) "
+        "-> CoNLL (token<TAB>tag, a blank line after each sentence). The summary line counts ids (tagging: "
+        "tokens) unseen in training.",
+    )
     _common(predict)
-    predict.add_argument("--input", required=True, help="rows in the training file's format, or texts")
-    predict.add_argument("--out", required=True, help="CSV file to write")
     predict.add_argument(
-        "--unknown", choices=UNKNOWN_POLICIES, default="mean", help="rows with ids unseen in training (default mean)"
+        "--input", required=True, help="rows in the training file's format, texts, or sentences to tag (UTF-8)"
+    )
+    predict.add_argument(
+        "--out", help="file to write: CSV, or CoNLL for a tagging run (default: stdout, the summary on stderr)"
+    )
+    predict.add_argument(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default="mean",
+        help="rows with ids unseen in training (default mean); tagging: mean reads an unseen token as <unk>, "
+        "error refuses it",
+    )
+    predict.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        help="tagging runs: read --input as one sentence per line (lines) or as CoNLL (conll); default auto: CoNLL "
+        "when it has a -DOCSTART- line, or every non-blank line has the same number of columns and a blank line "
+        "ends a sentence of two or more tokens",
     )
     predict.set_defaults(func=cmd_predict)
 
@@ -65,9 +92,18 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     score.add_argument("--out", help="CSV file to write (line, tokens, unknown, loss, perplexity)")
     score.set_defaults(func=cmd_score)
 
-    export = sub.add_parser("export", help="a run's model for other tools (Hugging Face, plain safetensors)")
+    export = sub.add_parser(
+        "export",
+        help="a run's model for other tools (Hugging Face, plain safetensors), usable without the run directory",
+        description="fine-tuned encoders and masked LMs: a Hugging Face directory (weights, tokenizer, config.json "
+        "with id2label/label2id); every other model: model.safetensors (its state_dict) and embreg_export.json (task, "
+        "recipe, the original id of each index, the model class; a tagger's token vocabulary, tag names and model "
+        "arguments; a translator's source_tokenizer.json and target_tokenizer.json, Hugging Face tokenizers files, "
+        "and its decoding settings: special ids, maximum lengths, beam). docs/serving.md shows the lines of Python "
+        "that use each.",
+    )
     _common(export)
-    export.add_argument("--out", required=True, help="directory to write")
+    export.add_argument("--out", required=True, help="directory to write (new, or empty)")
     export.set_defaults(func=cmd_export)
 
     ensemble = sub.add_parser(
@@ -95,10 +131,23 @@ def _write(table: Any, out: str) -> Path:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from embreg.serving import load
+    from embreg.serving.tagging import TaggedSentences
 
     run = load(args.run, checkpoint=args.checkpoint, device=args.device)
-    prediction = run.predict(args.input, unknown=args.unknown)
-    path = _write(prediction.table, args.out)
+    prediction = run.predict(args.input, unknown=args.unknown, input_format=args.input_format)
+    if args.out is None:
+        if isinstance(prediction, TaggedSentences):
+            sys.stdout.write(prediction.conll())
+        else:
+            prediction.table.to_csv(sys.stdout, index=False)
+        print(prediction.summary_line(), file=sys.stderr)
+        return 0
+    if isinstance(prediction, TaggedSentences):
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(prediction.conll(), encoding="utf-8")
+    else:
+        path = _write(prediction.table, args.out)
     print(f"{prediction.summary_line()} -> {path}")
     return 0
 

@@ -11,6 +11,8 @@ MODULES = [
     "embreg.serving.loading",
     "embreg.serving.cli",
     "embreg.serving.tagging",
+    "embreg.serving.run_checks",
+    "embreg.train.output_paths",
     "embreg.train.beyond_accuracy",
 ]
 

@@ -37,20 +37,34 @@ from embreg.errors import ConfigError
 if TYPE_CHECKING:
     from embreg.serving.trained_run import TrainedRun
 
-__all__ = ["export", "EXPORT_RECORD"]
+__all__ = ["export", "check_export_directory", "EXPORT_RECORD"]
 
 EXPORT_RECORD = "embreg_export.json"
+
+
+def check_export_directory(out: str | Path) -> Path:
+    """Refuses an export directory that exists and is not empty, is a file, or lies below a file
+    (:func:`embreg.train.output_paths.check_output_directory`); an export never writes over anything.
+
+    Raises:
+        ConfigError: naming the path.
+    """
+    from embreg.train.output_paths import check_output_directory
+
+    target = Path(out)
+    check_output_directory(target, "export directory")
+    if target.is_dir() and any(target.iterdir()):
+        raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
+    return target
 
 
 def export(run: TrainedRun, out: str | Path) -> Path:
     """Writes ``run``'s model into the directory ``out`` (see the module docstring); returns ``out``.
 
     Raises:
-        ConfigError: ``out`` exists and is not an empty directory.
+        ConfigError: ``out`` exists and is not an empty directory, or cannot be one (:func:`check_export_directory`).
     """
-    target = Path(out)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
+    target = check_export_directory(out)
     target.mkdir(parents=True, exist_ok=True)
     usage: dict[str, Any] = {}
     if run.recipe.model.name == "encoder-classifier" and getattr(run.recipe.data, "task", None) != "multi":

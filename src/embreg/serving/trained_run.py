@@ -42,8 +42,10 @@ class Prediction:
     Attributes:
         table: one row per input row kept: the input's id columns (or ``text``), the prediction columns
             (``rating`` | ``click_probability`` | ``label`` and ``probability`` | ``value``) and ``status``
-            (``ok``, or ``mean`` where the unknown-id policy gave the training mean).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback`` and ``skipped``.
+            (``ok``; ``mean`` where the unknown-id policy gave the training mean; ``non-finite`` where the model's
+            output is NaN or infinite, as a failed run's weights give).
+        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
+            ``non_finite``.
     """
 
     table: pd.DataFrame
@@ -52,9 +54,11 @@ class Prediction:
     def summary_line(self) -> str:
         """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with unseen ids (1 mean, 0 skipped)"``."""
         s = self.summary
+        bad = s.get("non_finite", 0)
         return (
             f"{s['rows']} rows: {s['predicted']} predicted, {s['unknown']} with ids unseen in training "
             f"({s['fallback']} given the training mean, {s['skipped']} skipped)"
+            + (f"; {bad} predictions are not finite (status non-finite)" if bad else "")
         )
 
 

@@ -133,6 +133,10 @@ def trained(serving_dir: Path) -> Callable[[str], Path]:
                 "train.keep_checkpoints=best",
                 "train.batch_size=16",
             ]
+        if family == "translation":
+            from tests.helpers.translation import quick_overrides, write_pairs
+
+            return "translation", quick_overrides(write_pairs(data / "pairs.tsv"), epochs=1)
         raise KeyError(family)
 
     def get(family: str) -> Path:

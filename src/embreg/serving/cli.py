@@ -7,7 +7,8 @@
     embreg ensemble RUN [RUN ...] [--split test] [--snapshots] [--checkpoint best|last] [--out FILE.json]
 
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
-``--unknown`` policy did with them.
+``--unknown`` policy did with them, or, for texts, the texts predicted, empty, cut to ``data.max_length`` word pieces,
+and the unknown word pieces. Text inputs are read line by line (:mod:`embreg.serving.inputs`).
 
 Example:
     >>> import argparse
@@ -40,7 +41,12 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
 
     predict = sub.add_parser("predict", help="predict ratings, clicks, classes or values for new rows / texts")
     _common(predict)
-    predict.add_argument("--input", required=True, help="rows in the training file's format, or texts")
+    predict.add_argument(
+        "--input",
+        required=True,
+        help="rows in the training file's format; for text runs also a UTF-8 text file, one text per line (every "
+        "input column is kept, the prediction columns are added)",
+    )
     predict.add_argument("--out", required=True, help="CSV file to write")
     predict.add_argument(
         "--unknown", choices=UNKNOWN_POLICIES, default="mean", help="rows with ids unseen in training (default mean)"
@@ -59,9 +65,14 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     recommend.add_argument("--out", required=True, help="CSV file to write (user, item, rank, score)")
     recommend.set_defaults(func=cmd_recommend)
 
-    score = sub.add_parser("score", help="per-line and total perplexity of a text (language-model runs)")
+    score = sub.add_parser(
+        "score",
+        help="per-line and total perplexity of a text (language-model runs)",
+        description="Scores each input line (lines end at \\n or \\r\\n; UTF-8) in full: the language model reads "
+        "a line of any length, nothing is cut. Words outside the run's vocabulary are read as <unk> and counted.",
+    )
     _common(score)
-    score.add_argument("--input", required=True, help="a UTF-8 text file, one sentence per line")
+    score.add_argument("--input", required=True, help="a UTF-8 text file, one sentence per line (scored in full)")
     score.add_argument("--out", help="CSV file to write (line, tokens, unknown, loss, perplexity)")
     score.set_defaults(func=cmd_score)
 
@@ -119,14 +130,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from embreg.errors import DataError
     from embreg.serving import load
+    from embreg.serving.inputs import read_lines
 
-    source = Path(args.input)
-    if not source.is_file():
-        raise DataError(f"input text {str(source)!r} does not exist")
+    lines = read_lines(args.input)
     run = load(args.run, checkpoint=args.checkpoint, device=args.device)
-    table = run.score(source.read_text(encoding="utf-8").splitlines())
+    table = run.score(lines)
     total = table.iloc[-1]
     where = ""
     if args.out:

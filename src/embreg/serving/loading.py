@@ -27,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -95,7 +97,8 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
     state = load_checkpoint(path, map_location="cpu") if averaged else files.load_checkpoint(which, map_location="cpu")
     if state is None or "model" not in state:
         raise DataError(f"checkpoint {str(path)!r} holds no model weights")
-    served = recipe.adapter.serving_data(recipe, lambda name: _stored_record(files, name))
+    with _own_random_stream():
+        served = recipe.adapter.serving_data(recipe, lambda name: _stored_record(files, name))
     if served is None:
         built = _build(recipe)
         _check_records(files, recipe, built.prepared)
@@ -143,27 +146,31 @@ def _config(files: RunDirectory) -> dict[str, Any]:
     raise DataError(f"{str(files.path)!r} is not a run directory: it holds no config.yaml")
 
 
+@contextlib.contextmanager
+def _own_random_stream() -> Iterator[None]:
+    """Loading a model leaves the caller's random stream alone: torch's global generator is as it was after it."""
+    state = torch.random.get_rng_state()
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
 def _build(recipe: Any, served: Any = None) -> Any:
     """The run's parts as training built them; given the data for serving (``served``), its model only."""
     from embreg.recipes.run import build_run
 
-    state = torch.random.get_rng_state()
-    try:
+    with _own_random_stream():
         return build_run(recipe, served, model_only=served is not None)
-    finally:
-        torch.random.set_rng_state(state)  # loading a model leaves the caller's random stream alone
 
 
 def _prepare(files: RunDirectory, recipe: Any) -> tuple[Any, Any]:
     """The task's data, prepared as training prepared it and checked against the run's records, and its evaluator."""
     from embreg.train.seeding import seed_everything
 
-    state = torch.random.get_rng_state()
-    try:
+    with _own_random_stream():
         seed_everything(recipe.train.seed)
         prepared = recipe.adapter.prepare(recipe)
-    finally:
-        torch.random.set_rng_state(state)
     _check_records(files, recipe, prepared)
     return prepared, recipe.adapter.evaluator(recipe, prepared)
 

@@ -4,6 +4,11 @@ Inputs are read as the training data was read (the same column names, id parsing
 looked up in the run's vocabularies, and each row with an id never seen in training follows the ``unknown`` policy
 (:data:`~embreg.serving.trained_run.UNKNOWN_POLICIES`). Predictions are made as the run's evaluator makes them:
 ratings clamped to the training range, click logits through a sigmoid, class logits through a softmax.
+
+Texts (classification, regression) keep every column of their input table, in order, and get the prediction
+columns after them; a text file is read line by line (:func:`embreg.serving.inputs.read_lines`). Texts are cut to
+``data.max_length`` word pieces as in training; the cut texts and the unknown word pieces are counted, and a blank
+text keeps its row with ``status=empty`` and no prediction.
 """
 
 from __future__ import annotations
@@ -304,23 +309,11 @@ def encode_for_prediction(tokenizer: Any, texts: list[str], data: Any) -> tuple[
         >>> cut, unknown  # doctest: +SKIP
         (1, 1)
     """
-    from embreg.models.encoder_classifier import TEXT_KEYS
+    from embreg.models.encoder_classifier import TEXT_KEYS, tokenize_texts
 
-    if data.max_length < 2:
-        raise ConfigError(f"max_length={data.max_length} must be >= 2 (room for [CLS] and [SEP])")
-    encoded = tokenizer(
-        texts,
-        truncation=True,
-        max_length=data.max_length,
-        padding="longest",
-        return_tensors="pt",
-        return_overflowing_tokens=True,  # a cut text gives extra rows: their count is what was cut
-    )
-    sample = encoded["overflow_to_sample_mapping"]
-    first = torch.ones(len(sample), dtype=torch.bool)
-    first[1:] = sample[1:] != sample[:-1]
-    inputs = {k: encoded[k][first].long() for k in TEXT_KEYS if k in encoded}
-    cut = int((torch.bincount(sample, minlength=len(texts)) > 1).sum())
+    encoded = tokenize_texts(tokenizer, texts, data.max_length)
+    inputs = {k: encoded[k].long() for k in TEXT_KEYS if k in encoded}
+    cut = sum(bool(e.overflowing) for e in encoded.encodings)
     unk = tokenizer.unk_token_id
     unknown = 0 if unk is None else int(((inputs["input_ids"] == unk) & inputs["attention_mask"].bool()).sum())
     return inputs, cut, unknown

@@ -92,7 +92,7 @@ WRAPPED = [
     (TextClassificationTask, "serving_data", "data: the run's records (serving.json)"),
     (pretrained, "load_pretrained", "pretrained encoder (from_pretrained)"),
     (pretrained, "load_tokenizer", "tokenizer"),
-    (recipe_run, "build_run", "model build (the rest)"),
+    (recipe_run, "build_run", "model build (the rest of build_run: seeding, the model's own layers)"),
     (RunDirectory, "load_checkpoint", "checkpoint load"),
     (ec, "encode_texts", "tokenising (encode_texts)"),
     (predicting, "encode_for_prediction", "tokenising the input texts"),
@@ -284,7 +284,8 @@ def write_page(out: Path, record: dict[str, Any]) -> None:
         "tree, run on the same run directory.",
         "",
         f"Machine: {record['machine']['cpus']} CPU cores ({record['machine']['platform']}), torch "
-        f"{record['machine']['torch']}; load before the run: `{record['machine']['load']}`. Command: "
+        f"{record['machine']['torch']}; a shared machine (load averages before and after the run: "
+        f"`{record['machine']['load']}`, `{record['machine']['load_after']}`). Command: "
         f"`{record['command']}` (raw numbers: `text-predict-speed.json`).",
         "",
     ]
@@ -329,6 +330,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     command = f"python benchmarks/text_predict_speed.py --rounds {args.rounds} --commands {args.commands}"
+    if args.run:
+        command += " --run RUN"
     if args.baseline_src:
         command += " --baseline-src OLD/src"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -356,6 +359,7 @@ def main() -> None:
             "warm_fixed_cost_s": warm_fixed_cost(run_dir, texts, root, args.commands),
             "commands": commands,
         }
+    record["machine"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "text-predict-speed.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -229,8 +229,8 @@ def _texts(run: TrainedRun, rows: Any) -> Prediction:
     from embreg.serving.trained_run import Prediction
 
     d = run.recipe.data
-    table = _text_table(rows, d.text_col, d.sep)
-    raw = table[d.text_col]
+    table, text_col = _text_table(rows, d.text_col, d.sep)
+    raw = table[text_col]
     texts = raw.astype(object).where(raw.notna(), "").map(str)
     filled = texts.str.strip() != ""
     wanted = texts[filled].tolist()
@@ -260,15 +260,16 @@ def _texts(run: TrainedRun, rows: Any) -> Prediction:
     return Prediction(out, summary, kind="texts")
 
 
-def _text_table(rows: Any, text_col: str, sep: str | None) -> pd.DataFrame:
-    """The input as a table holding ``text_col``: a DataFrame or table file as it is (every column, in order), a
-    text file (:func:`embreg.serving.inputs.read_lines`) or a list as one ``text`` column."""
+def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
+    """The input as a table and the name of its text column: a DataFrame or table file as it is (every column, in
+    order; ``text_col``, or the header's ``text_col:<type>``), a text file
+    (:func:`embreg.serving.inputs.read_lines`) or a list as one ``text`` column."""
     from embreg.serving.inputs import read_lines
 
     if isinstance(rows, pd.DataFrame):
         if text_col not in rows.columns:
             raise DataError(f"the input table lacks the text column {text_col!r}; it has {list(rows.columns)}")
-        return rows.reset_index(drop=True)
+        return rows.reset_index(drop=True), text_col
     if isinstance(rows, (str, Path)):
         path = Path(rows)
         if not path.is_file():
@@ -278,11 +279,11 @@ def _text_table(rows: Any, text_col: str, sep: str | None) -> pd.DataFrame:
             )
         if path.suffix.lower() in _TABLE_SUFFIXES:
             return _whole_table(path, text_col, sep)
-        return pd.DataFrame({"text": pd.Series(read_lines(path), dtype=object)})
-    return pd.DataFrame({"text": pd.Series([str(text) for text in rows], dtype=object)})
+        return pd.DataFrame({"text": pd.Series(read_lines(path), dtype=object)}), "text"
+    return pd.DataFrame({"text": pd.Series([str(text) for text in rows], dtype=object)}), "text"
 
 
-def _whole_table(path: Path, text_col: str, sep: str | None) -> pd.DataFrame:
+def _whole_table(path: Path, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
     """Every column of a CSV/TSV/parquet file (text files: as text, e.g. ids keep their leading zeros), read as the
     training reader reads (:func:`read_columns`); ``text_col`` must be one of them."""
     from embreg.data.ctr_file import _header, _read
@@ -292,9 +293,9 @@ def _whole_table(path: Path, text_col: str, sep: str | None) -> pd.DataFrame:
     if path.suffix.lower() in (".csv", ".tsv"):
         decode_lines(path.read_bytes(), str(path))  # a file that is not UTF-8: the error names its line
     header, sep = _header(path, sep)
-    resolve_column(text_col, header, "text", path)
+    column = resolve_column(text_col, header, "text", path)
     table = _read(path, [(name, "column") for name in header], sep)
-    return pd.DataFrame({name: table.columns[name] for name in header})
+    return pd.DataFrame({name: table.columns[name] for name in header}), column
 
 
 def encode_for_prediction(tokenizer: Any, texts: list[str], data: Any) -> tuple[dict[str, torch.Tensor], int, int]:

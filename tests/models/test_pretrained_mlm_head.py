@@ -91,3 +91,32 @@ def test_a_partial_head_or_an_untied_decoder_is_refused(tmp_path: Path) -> None:
         pretrained_mlm_head(_save_masked_lm(tmp_path / "partial", drop="cls.predictions.transform.dense.bias"))
     with pytest.raises(DataError, match="not tied to the word embeddings"):
         pretrained_mlm_head(_save_masked_lm(tmp_path / "untied", untie=True))
+
+
+def test_loading_checkpoints_prints_no_bars_or_reports_and_warns_of_missing_encoder_weights(
+    exported, tmp_path: Path, capfd
+) -> None:
+    import warnings
+
+    from safetensors.torch import load_file, save_file
+    from transformers.utils import logging
+
+    from embreg.models.pretrained import load_pretrained
+
+    _, hf, bert = exported
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the export lacks only the pooler, which is no warning
+        load_pretrained(hf)
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "LOAD REPORT" not in out + err
+    assert logging.is_progress_bar_enabled() and logging.get_verbosity() == logging.WARNING  # restored
+    partial = tmp_path / "partial"
+    for file in bert.iterdir():
+        (partial / file.name).parent.mkdir(exist_ok=True)
+        (partial / file.name).write_bytes(file.read_bytes())
+    state = load_file(str(partial / "model.safetensors"))
+    del state["encoder.layer.1.output.dense.weight"]
+    save_file(state, str(partial / "model.safetensors"))
+    with pytest.warns(UserWarning, match=r"1 encoder weights are not in the checkpoint .*encoder.layer.1.output"):
+        load_pretrained(partial)

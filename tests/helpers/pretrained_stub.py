@@ -12,8 +12,9 @@ __all__ = ["tiny_pretrained"]
 
 
 def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Patches :func:`embreg.models.pretrained.load_pretrained` while the generator is open (use it in a fixture:
-    ``yield from tiny_pretrained(tmp_path_factory)``); yields the patched loader.
+    """Patches :func:`embreg.models.pretrained.load_pretrained` (and ``load_tokenizer``, its tokenizer) while the
+    generator is open (use it in a fixture: ``yield from tiny_pretrained(tmp_path_factory)``); yields the patched
+    loader.
 
     The encoder is a tiny random BERT (2 layers, width 16) with a working fast tokenizer: the named checkpoint's own
     when it is cached (read offline in about a second), else the word-level one of
@@ -29,7 +30,7 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     real = pretrained.load_pretrained
     tokenizers: dict[str, Any] = {}
 
-    def load(name_or_path: Any, *, progress: bool = True) -> tuple[nn.Module, Any]:
+    def load_tokenizer(name_or_path: Any, *, progress: bool = True) -> Any:
         key = str(name_or_path)
         if key not in tokenizers:
             cached = {info.name: info.cached for info in pretrained.list_pretrained()}
@@ -44,7 +45,10 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
                 tiny = tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), mask=True)  # [MASK]: the mlm family
                 tokenizers[key] = real(tiny, progress=False)[1]
-        tokenizer = tokenizers[key]
+        return tokenizers[key]
+
+    def load(name_or_path: Any, *, progress: bool = True) -> tuple[nn.Module, Any]:
+        tokenizer = load_tokenizer(name_or_path)
         config = BertConfig(
             vocab_size=len(tokenizer),
             hidden_size=16,
@@ -57,4 +61,5 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pretrained, "load_pretrained", load)
+        mp.setattr(pretrained, "load_tokenizer", load_tokenizer)
         yield load

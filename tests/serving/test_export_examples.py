@@ -80,8 +80,8 @@ def _regression(run: Any, ns: dict[str, Any]) -> None:
 
 
 def _translation(run: Any, ns: dict[str, Any]) -> None:
-    assert ns["translations"] == run.translate(ns["lines"])
-    assert all(ns["translations"])
+    assert ns["translations"] == run.translate(ns["lines"])  # the export decodes as the run does
+    assert len(ns["translations"]) == len(ns["lines"]) == 2
 
 
 def _mlm(run: Any, ns: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from embreg.models.transform_sites import present_transforms
 from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.registry import register
 
-__all__ = ["EncoderClassifier", "encode_texts", "swap_word_pieces", "trim_padding"]
+__all__ = ["EncoderClassifier", "encode_texts", "tokenize_texts", "swap_word_pieces", "trim_padding"]
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -43,10 +43,20 @@ def encode_texts(tokenizer: Any, texts: Sequence[str], max_length: int) -> dict[
     Returns:
         ``{"input_ids", "attention_mask"[, "token_type_ids"]}``.
     """
+    encoded = tokenize_texts(tokenizer, texts, max_length)
+    return {k: encoded[k].long() for k in TEXT_KEYS if k in encoded}
+
+
+def tokenize_texts(tokenizer: Any, texts: Sequence[str], max_length: int) -> Any:
+    """The tokenizer's ``BatchEncoding`` that :func:`encode_texts` takes its tensors from (with a fast tokenizer,
+    ``encodings[i].overflowing`` holds the pieces text ``i`` lost to the cut at ``max_length``).
+
+    Raises:
+        ConfigError: ``max_length < 2``.
+    """
     if max_length < 2:
         raise ConfigError(f"max_length={max_length} must be >= 2 (room for [CLS] and [SEP])")
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="pt")
-    return {k: encoded[k].long() for k in TEXT_KEYS if k in encoded}
+    return tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="pt")
 
 
 def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

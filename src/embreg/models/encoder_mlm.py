@@ -5,7 +5,9 @@
 then a decoder onto the vocabulary whose weight is the encoder's word-embedding matrix (tied: the same tensor, read
 at every call) plus a bias of its own. The packaged all-MiniLM-L6-v2 ships no MLM head, so the transform is
 initialised fresh (N(0, 0.02^2) weights, zero biases, LayerNorm at identity); only the decoder's weight is
-pretrained, through the tie.
+pretrained, through the tie. A ``model.pretrained`` that holds a trained MLM head (a Hugging Face masked LM such as
+``embreg export`` of an ``mlm`` run, or an ``mlm`` run directory) gives its head instead
+(:mod:`embreg.models.pretrained_mlm_head`), so continued pre-training starts at the loss it stopped at.
 
 Index transforms (sse-stochastic-shared-embeddings.txt, Sec. 4.4, SSE-SE on the input word pieces and on the
 embeddings of the labels): ``token_transform`` acts on the input ids the embedding layer looks up, i.e. *after*
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from embreg.data.mlm_masking import IGNORE_INDEX
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 from embreg.models.encoder_classifier import TEXT_KEYS, trim_padding
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
@@ -83,6 +85,23 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self.layer_norm(self.activation(self.dense(hidden))), self.decoder_weight, self.bias)
+
+    def load_weights(self, weights: dict[str, torch.Tensor], source: str) -> None:
+        """Takes a trained head's ``dense``, ``layer_norm`` and ``bias`` (the decoder stays tied).
+
+        Raises:
+            DataError: a missing or unexpected parameter, or a shape that differs from this head's.
+        """
+        own = self.state_dict()
+        if set(weights) != set(own):
+            raise DataError(f"{source}: MLM head parameters {sorted(weights)} do not match {sorted(own)}")
+        for name, tensor in weights.items():
+            if tuple(tensor.shape) != tuple(own[name].shape):
+                raise DataError(
+                    f"{source}: MLM head parameter {name} has shape {tuple(tensor.shape)}, the encoder's head "
+                    f"needs {tuple(own[name].shape)}"
+                )
+        self.load_state_dict(weights)
 
 
 class MaskedLanguageModel(nn.Module):
@@ -194,7 +213,8 @@ class MaskedLMConfig:
     Attributes:
         pretrained: a registry name (``all-minilm-l6-v2``), a local Hugging Face checkpoint directory, or an ``mlm``
             run directory (continued pre-training from its best checkpoint).
-        init_std: standard deviation of the head's fresh dense transform (BERT: 0.02).
+        init_std: standard deviation of the head's fresh dense transform (BERT: 0.02), when ``pretrained`` has
+            no MLM head of its own.
     """
 
     pretrained: str = "all-minilm-l6-v2"
@@ -217,13 +237,19 @@ class MaskedLMConfig:
     reference="sse-stochastic-shared-embeddings.txt, Sec. 4.4",
 )
 def build_encoder_mlm(config: MaskedLMConfig, context: Any) -> MaskedLanguageModel:
-    """The pretrained encoder with a fresh MLM head and the recipe's token / label transforms."""
+    """The pretrained encoder with its MLM head (``model.pretrained``'s own where it has one, else a fresh one:
+    :mod:`embreg.models.pretrained_mlm_head`) and the recipe's token / label transforms."""
     from embreg.models.pretrained import load_pretrained
+    from embreg.models.pretrained_mlm_head import pretrained_mlm_head
 
     encoder, _ = load_pretrained(config.pretrained, progress=context.recipe.train.progress)
-    return MaskedLanguageModel(
+    model = MaskedLanguageModel(
         encoder,
         token_transform=context.transforms.get("token"),
         label_transform=context.transforms.get("label"),
         init_std=config.init_std,
     )
+    weights, source = pretrained_mlm_head(config.pretrained)
+    if weights is not None:
+        model.head.load_weights(weights, source)
+    return model

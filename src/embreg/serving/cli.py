@@ -8,12 +8,15 @@
     embreg ensemble RUN [RUN ...] [--split test] [--snapshots] [--checkpoint best|last] [--out FILE.json]
 
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
-``--unknown`` policy did with them (a tagging run: the sentences, tokens and tokens unseen in training). ``predict``
-writes CSV, or CoNLL for a tagging run, to ``--out`` or, without it, to stdout (the summary then on stderr). Every command that loads one run takes ``--seed S`` (one seed of a multi-seed
-run), ``--allow-unfinished`` and ``--allow-failed`` (:mod:`embreg.serving.run_checks`). Every ``--out`` is checked
-before any work (:mod:`embreg.train.output_paths`): a run's files and the input are never written, and an existing
-file is replaced only with ``--overwrite``. ``predict`` exits with status 1 when a prediction is not finite (the
-table is written, those rows with ``status=non-finite``).
+``--unknown`` policy did with them (for texts: the texts predicted, empty, cut to ``data.max_length`` word pieces,
+and the unknown word pieces; for a tagging run: the sentences, tokens and tokens unseen in training). Text inputs
+are read line by line (:mod:`embreg.serving.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
+``--out`` or, without it, to stdout (the summary then on stderr). Every command that loads one run takes
+``--seed S`` (one seed of a multi-seed run), ``--allow-unfinished`` and ``--allow-failed``
+(:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.train.output_paths`):
+a run's files and the input are never written, and an existing file is replaced only with ``--overwrite``.
+``predict`` exits with status 1 when a prediction is not finite (the table is written, those rows with
+``status=non-finite``).
 
 Example:
     >>> import argparse
@@ -94,7 +97,10 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     _common(predict)
     add_overwrite_argument(predict)
     predict.add_argument(
-        "--input", required=True, help="rows in the training file's format, texts, or sentences to tag (UTF-8)"
+        "--input",
+        required=True,
+        help="rows in the training file's format; for text runs also a UTF-8 text file, one text per line (every "
+        "input column is kept, the prediction columns are added); for tagging runs sentences, one per line, or CoNLL",
     )
     predict.add_argument(
         "--out", help="file to write: CSV, or CoNLL for a tagging run (default: stdout, the summary on stderr)"
@@ -128,9 +134,14 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     add_overwrite_argument(recommend)
     recommend.set_defaults(func=cmd_recommend)
 
-    score = sub.add_parser("score", help="per-line and total perplexity of a text (language-model runs)")
+    score = sub.add_parser(
+        "score",
+        help="per-line and total perplexity of a text (language-model runs)",
+        description="Scores each input line (lines end at \\n or \\r\\n; UTF-8) in full: the language model reads "
+        "a line of any length, nothing is cut. Words outside the run's vocabulary are read as <unk> and counted.",
+    )
     _common(score)
-    score.add_argument("--input", required=True, help="a UTF-8 text file, one sentence per line")
+    score.add_argument("--input", required=True, help="a UTF-8 text file, one sentence per line (scored in full)")
     score.add_argument("--out", help="CSV file to write (line, tokens, unknown, loss, perplexity)")
     add_overwrite_argument(score)
     score.set_defaults(func=cmd_score)
@@ -253,14 +264,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from embreg.errors import DataError
+    from embreg.serving.inputs import read_lines
 
-    source = Path(args.input)
-    if not source.is_file():
-        raise DataError(f"input text {str(source)!r} does not exist")
     checked_out(args, [args.input])
+    lines = read_lines(args.input)
     run = load_run(args)
-    table = run.score(source.read_text(encoding="utf-8").splitlines())
+    table = run.score(lines)
     total = table.iloc[-1]
     where = ""
     if args.out:

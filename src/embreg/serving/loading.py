@@ -8,6 +8,10 @@ builds the model as the run built it (the regularisers' one-time ``prepare`` inc
 loads the weights from the safetensors checkpoint (:func:`embreg.train.checkpoint.load_checkpoint`: nothing is
 unpickled). The task's record of its data (``split.json`` / ``corpus.json``) is compared with the one the run
 wrote, so data that changed since training (an edited ``data.path`` file) is an error, not silently other ids.
+Classification and regression runs skip the data: their ``serving.json`` records the classes and the tokenizer's
+fingerprint, all that predictions on new texts need, so the model is rebuilt from it alone
+(:meth:`~embreg.recipes.tasks.TaskAdapter.serving_data`); :attr:`TrainedRun.prepared` and ``evaluator`` prepare
+the data (and check it) when first asked for.
 Runs trained under ``torchrun`` write the same files and load the same way.
 
 Example:
@@ -23,7 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,7 +37,7 @@ import torch
 
 from embreg.errors import ConfigError, DataError
 from embreg.serving.run_checks import check_config_as_trained, check_run_status, checkpoint_epoch, select_run
-from embreg.serving.trained_run import TrainedRun
+from embreg.serving.trained_run import RunData, TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
 from embreg.train.checkpoint import _json_default, load_checkpoint
 from embreg.train.run_dir import Checkpoint, RunDirectory
@@ -113,8 +119,15 @@ def load(
         raise DataError(f"checkpoint {str(path)!r} holds no model weights")
     epoch = checkpoint_epoch(state)
     check_run_status(files, config, path, epoch, **allowed)
-    built = _build(recipe)
-    _check_records(files, recipe, built.prepared)
+    with _own_random_stream():
+        served = recipe.adapter.serving_data(recipe, lambda name: _stored_record(files, name))
+    if served is None:
+        built = _build(recipe)
+        _check_records(files, recipe, built.prepared)
+        data = RunData(built.prepared, built.evaluator)
+    else:  # the model is rebuilt from the run's records; the data set is prepared only if asked for
+        built = _build(recipe, served)
+        data = RunData(prepare=lambda: _prepare(files, recipe))
     model = built.model
     for regularizer in built.regularizers:  # the one-time model changes the trainer made before training
         if hasattr(regularizer, "prepare"):
@@ -132,8 +145,7 @@ def load(
         path=files.path,
         recipe=recipe,
         model=model,
-        prepared=built.prepared,
-        evaluator=built.evaluator,
+        data=data,
         vocabularies=task_vocabularies(recipe, built.prepared),
         device=target,
         checkpoint=checkpoint,
@@ -148,14 +160,39 @@ def _config(files: RunDirectory) -> dict[str, Any]:
     return config
 
 
-def _build(recipe: Any) -> Any:
-    from embreg.recipes.run import build_run
-
+@contextlib.contextmanager
+def _own_random_stream() -> Iterator[None]:
+    """Loading a model leaves the caller's random stream alone: torch's global generator is as it was after it."""
     state = torch.random.get_rng_state()
     try:
-        return build_run(recipe)
+        yield
     finally:
-        torch.random.set_rng_state(state)  # loading a model leaves the caller's random stream alone
+        torch.random.set_rng_state(state)
+
+
+def _build(recipe: Any, served: Any = None) -> Any:
+    """The run's parts as training built them; given the data for serving (``served``), its model only."""
+    from embreg.recipes.run import build_run
+
+    with _own_random_stream():
+        return build_run(recipe, served, model_only=served is not None)
+
+
+def _prepare(files: RunDirectory, recipe: Any) -> tuple[Any, Any]:
+    """The task's data, prepared as training prepared it and checked against the run's records, and its evaluator."""
+    from embreg.train.seeding import seed_everything
+
+    with _own_random_stream():
+        seed_everything(recipe.train.seed)
+        prepared = recipe.adapter.prepare(recipe)
+    _check_records(files, recipe, prepared)
+    return prepared, recipe.adapter.evaluator(recipe, prepared)
+
+
+def _stored_record(files: RunDirectory, name: str) -> Any:
+    """The JSON record ``name`` the run wrote, ``None`` if it wrote none."""
+    path = files.file(name)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _check_records(files: RunDirectory, recipe: Any, prepared: Any) -> None:

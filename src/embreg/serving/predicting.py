@@ -4,6 +4,11 @@ Inputs are read as the training data was read (the same column names, id parsing
 looked up in the run's vocabularies, and each row with an id never seen in training follows the ``unknown`` policy
 (:data:`~embreg.serving.trained_run.UNKNOWN_POLICIES`). Predictions are made as the run's evaluator makes them:
 ratings clamped to the training range, click logits through a sigmoid, class logits through a softmax.
+
+Texts (classification, regression) keep every column of their input table, in order, and get the prediction
+columns after them; a text file is read line by line (:func:`embreg.serving.inputs.read_lines`). Texts are cut to
+``data.max_length`` word pieces as in training; the cut texts and the unknown word pieces are counted, and a blank
+text keeps its row with ``status=empty`` and no prediction.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["predict", "read_columns"]
 
 _BATCH = 65536
+_TEXT_BATCH = 256  # texts tokenised and run together
 _TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".gz")
 
 
@@ -34,7 +40,7 @@ def predict(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     elif run.task == "ctr":
         prediction = _clicks(run, rows, unknown)
     else:
-        prediction = _texts(run, rows)
+        return _texts(run, rows)  # marks its own non-finite rows: its columns may be renamed
     return _mark_non_finite(prediction)
 
 
@@ -237,42 +243,140 @@ def _normalised_indices(vocabulary: IdVocabulary, values: pd.Series) -> np.ndarr
 
 
 def _texts(run: TrainedRun, rows: Any) -> Prediction:
-    from embreg.models.encoder_classifier import encode_texts
-    from embreg.models.pretrained import load_pretrained
+    """Predictions for texts: the input table's every column (a text file or a list: ``text``), then the prediction
+    columns and ``status`` (``ok``; ``empty`` for a blank or missing text, which gets no prediction)."""
+    from embreg.models.pretrained import load_tokenizer
     from embreg.serving.trained_run import Prediction
 
     d = run.recipe.data
+    table, text_col = _text_table(rows, d.text_col, d.sep)
+    raw = table[text_col]
+    texts = raw.astype(object).where(raw.notna(), "").map(str)
+    filled = texts.str.strip() != ""
+    wanted = texts[filled].tolist()
+    tokenizer = load_tokenizer(run.recipe.model.pretrained, progress=False)
+    outputs, cut, unknown = [], 0, 0
+    for start in range(0, len(wanted), _TEXT_BATCH):
+        inputs, batch_cut, batch_unknown = encode_for_prediction(tokenizer, wanted[start : start + _TEXT_BATCH], d)
+        outputs.append(_outputs(run, inputs))
+        cut, unknown = cut + batch_cut, unknown + batch_unknown
+    columns = _text_predictions(run, torch.cat(outputs) if outputs else None)
+    finite = np.ones(len(wanted), dtype=bool)
+    for values in columns.values():
+        if values.dtype != object:
+            finite &= np.isfinite(values.astype(np.float64))
+    status = np.where(filled.to_numpy(), "ok", "empty").astype(object)
+    status[np.flatnonzero(filled.to_numpy())[~finite]] = "non-finite"
+    names = _free_names([*columns, "status"], table.columns)
+    out = table.copy()
+    for name, values in columns.items():
+        full = np.full(len(out), None if values.dtype == object else np.nan, dtype=values.dtype)
+        full[filled.to_numpy()] = values
+        out[names[name]] = full
+    out[names["status"]] = status
+    summary = {
+        "rows": len(out),
+        "predicted": int(filled.sum()),
+        "empty": int((~filled).sum()),
+        "cut": cut,
+        "unknown_pieces": unknown,
+        "max_length": d.max_length,
+        "non_finite": int((~finite).sum()),
+    }
+    return Prediction(out, summary, kind="texts")
+
+
+def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
+    """The input as a table and the name of its text column: a DataFrame or table file as it is (every column, in
+    order; ``text_col``, or the header's ``text_col:<type>``), a text file
+    (:func:`embreg.serving.inputs.read_lines`) or a list as one ``text`` column."""
+    from embreg.serving.inputs import read_lines
+
     if isinstance(rows, pd.DataFrame):
-        texts = _frame(rows, [d.text_col], None)[d.text_col].astype(str).tolist()
-    elif isinstance(rows, (str, Path)):
+        if text_col not in rows.columns:
+            raise DataError(f"the input table lacks the text column {text_col!r}; it has {list(rows.columns)}")
+        return rows.reset_index(drop=True), text_col
+    if isinstance(rows, (str, Path)):
         path = Path(rows)
+        if not path.is_file():
+            raise DataError(
+                f"input file {str(path)!r} does not exist (to predict on a text itself, pass a list: "
+                f"predict([{str(rows)[:40]!r}]))"
+            )
         if path.suffix.lower() in _TABLE_SUFFIXES:
-            texts = read_columns(path, [d.text_col], d.sep)[d.text_col].astype(str).tolist()
-        else:
-            if not path.is_file():
-                raise DataError(f"input file {str(path)!r} does not exist")
-            texts = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    else:
-        texts = [str(text) for text in rows]
-    _, tokenizer = load_pretrained(run.recipe.model.pretrained, progress=False)
-    outputs = []
-    for start in range(0, len(texts), 256):
-        outputs.append(_outputs(run, encode_texts(tokenizer, texts[start : start + 256], d.max_length)))
-    table = pd.DataFrame({"text": texts})
+            return _whole_table(path, text_col, sep)
+        return pd.DataFrame({"text": pd.Series(read_lines(path), dtype=object)}), "text"
+    return pd.DataFrame({"text": pd.Series([str(text) for text in rows], dtype=object)}), "text"
+
+
+def _whole_table(path: Path, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
+    """Every column of a CSV/TSV/parquet file (text files: as text, e.g. ids keep their leading zeros), read as the
+    training reader reads (:func:`read_columns`); ``text_col`` must be one of them."""
+    from embreg.data.ctr_file import _header, _read
+    from embreg.data.tables import resolve_column
+    from embreg.serving.inputs import decode_lines
+
+    if path.suffix.lower() in (".csv", ".tsv"):
+        decode_lines(path.read_bytes(), str(path))  # a file that is not UTF-8: the error names its line
+    header, sep = _header(path, sep)
+    column = resolve_column(text_col, header, "text", path)
+    table = _read(path, [(name, "column") for name in header], sep)
+    return pd.DataFrame({name: table.columns[name] for name in header}), column
+
+
+def encode_for_prediction(tokenizer: Any, texts: list[str], data: Any) -> tuple[dict[str, torch.Tensor], int, int]:
+    """The tensors :func:`~embreg.models.encoder_classifier.encode_texts` gives for ``texts`` (cut to
+    ``data.max_length`` word pieces, as in training), how many texts were cut, and how many of the word pieces kept
+    are the tokenizer's unknown piece (``[UNK]``).
+
+    Example:
+        >>> from embreg.models.pretrained import load_tokenizer  # doctest: +SKIP
+        >>> _, cut, unknown = encode_for_prediction(load_tokenizer("all-minilm-l6-v2"), ["a b c d", "☃"],
+        ...                                         type("D", (), {"max_length": 4}))  # doctest: +SKIP
+        >>> cut, unknown  # doctest: +SKIP
+        (1, 1)
+    """
+    from embreg.models.encoder_classifier import TEXT_KEYS, tokenize_texts
+
+    encoded = tokenize_texts(tokenizer, texts, data.max_length)
+    inputs = {k: encoded[k].long() for k in TEXT_KEYS if k in encoded}
+    cut = sum(bool(e.overflowing) for e in encoded.encodings)
+    unk = tokenizer.unk_token_id
+    unknown = 0 if unk is None else int(((inputs["input_ids"] == unk) & inputs["attention_mask"].bool()).sum())
+    return inputs, cut, unknown
+
+
+def _text_predictions(run: TrainedRun, outputs: torch.Tensor | None) -> dict[str, np.ndarray]:
+    """The prediction columns of the model's outputs ``(N, C)`` for the non-empty texts (``None``: there are none)."""
     if run.task == "regression":
-        table["value"] = torch.cat(outputs).numpy() if outputs else np.zeros(0)
-    elif "label" not in run.vocabularies:  # multi-task: one label and probability column per target
-        heads = {kind: vocab for kind, vocab in run.vocabularies.items() if kind.startswith("label_")}
-        logits = torch.cat(outputs) if outputs else torch.zeros(0, sum(len(v) for v in heads.values()))
-        for (kind, vocab), part in zip(heads.items(), torch.split(logits, [len(v) for v in heads.values()], dim=-1)):
-            probability, index = torch.softmax(part, dim=-1).max(dim=-1)
-            table[kind] = vocab.labels_of(index.numpy())
-            table[kind.replace("label_", "probability_", 1)] = probability.numpy()
-    else:
-        logits = torch.cat(outputs) if outputs else torch.zeros(0, len(run.vocabularies["label"]))
-        probability, index = torch.softmax(logits, dim=-1).max(dim=-1)
-        table["label"] = run.vocabularies["label"].labels_of(index.numpy())
-        table["probability"] = probability.numpy()
-    table["status"] = "ok"
-    n = len(texts)
-    return Prediction(table, {"rows": n, "predicted": n, "unknown": 0, "fallback": 0, "skipped": 0})
+        return {"value": outputs.reshape(-1).numpy() if outputs is not None else np.zeros(0)}
+    heads = {kind: vocab for kind, vocab in run.vocabularies.items() if kind.startswith("label_")}
+    if "label" in run.vocabularies:
+        heads = {"label": run.vocabularies["label"]}
+    if outputs is None:
+        outputs = torch.zeros(0, sum(len(v) for v in heads.values()))
+    columns: dict[str, np.ndarray] = {}
+    for (kind, vocab), part in zip(heads.items(), torch.split(outputs, [len(v) for v in heads.values()], dim=-1)):
+        probability, index = torch.softmax(part, dim=-1).max(dim=-1)
+        columns[kind] = np.asarray(vocab.labels_of(index.numpy()), dtype=object)
+        columns[kind.replace("label", "probability", 1)] = probability.numpy()
+    return columns
+
+
+def _free_names(names: list[str], taken: Any) -> dict[str, str]:
+    """Each new column's name: as it is, or ``predicted_<name>`` where the input already has a column of that name
+    (e.g. the ``label`` of a labelled file), so no input column is overwritten.
+
+    Example:
+        >>> _free_names(["label", "probability"], ["text", "label"])
+        {'label': 'predicted_label', 'probability': 'probability'}
+    """
+    used = set(map(str, taken))
+    out = {}
+    for name in names:
+        free = name
+        while free in used:
+            free = f"predicted_{free}"
+        used.add(free)
+        out[name] = free
+    return out

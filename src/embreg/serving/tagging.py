@@ -258,4 +258,4 @@ def predict_tags(run: TrainedRun, rows: Any, unknown: str, input_format: str | N
         "tokens": len(table),
         "unknown": int((table["status"] == "unknown").sum()),
     }
-    return TaggedSentences(table, summary, sentences, tags)
+    return TaggedSentences(table, summary, sentences, tags, kind="sentences")

@@ -11,14 +11,19 @@ method                                  tasks
 ``score(texts)``                        lm (per-line and total perplexity)
 ``translate(lines, beam=, alpha=, ...)``  translation (decoded sentences)
 ======================================  =====================================================================
+
+Every argument that takes several items (``translate(lines)``, ``score(texts)``, ``predict`` on a list of texts,
+``recommend(users, history=)``) takes a list, even of one item; a single ``str`` there is refused with the fix
+(:func:`embreg.serving.inputs.item_list`), never taken character by character. ``predict`` takes a ``str`` or a
+path as the name of an input file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -26,7 +31,10 @@ import torch
 from embreg.errors import ConfigError
 from embreg.serving.vocabulary import IdVocabulary
 
-__all__ = ["TrainedRun", "Prediction", "UNKNOWN_POLICIES"]
+if TYPE_CHECKING:
+    from embreg.serving.translating import Translations
+
+__all__ = ["TrainedRun", "RunData", "Prediction", "UNKNOWN_POLICIES"]
 
 UNKNOWN_POLICIES = ("mean", "error", "skip")
 """What ``predict`` does with a row holding an id never seen in training: ``mean`` predicts the training mean
@@ -40,26 +48,62 @@ class Prediction:
     """Predictions for input rows, on the input's original ids.
 
     Attributes:
-        table: one row per input row kept: the input's id columns (or ``text``), the prediction columns
-            (``rating`` | ``click_probability`` | ``label`` and ``probability`` | ``value``) and ``status``
-            (``ok``; ``mean`` where the unknown-id policy gave the training mean; ``non-finite`` where the model's
-            output is NaN or infinite, as a failed run's weights give).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
-            ``non_finite``.
+        table: one row per input row kept: the input's id columns, the prediction columns (``rating`` |
+            ``click_probability``) and ``status`` (``ok``, or ``mean`` where the unknown-id policy gave the training
+            mean; ``non-finite`` where the model's output is NaN or infinite, as a failed run's weights give). For texts: every column of the input (a text file or a list: ``text``), the prediction columns
+            (``label`` and ``probability``, one pair per target of a multi-task run, or ``value``; named
+            ``predicted_<name>`` where the input has a column of that name) and ``status`` (``ok``, or ``empty`` for a
+            blank text, which gets no prediction).
+        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and ``non_finite``; for
+            texts ``rows``, ``predicted``, ``empty``, ``cut`` (texts cut to ``data.max_length`` word pieces),
+            ``unknown_pieces`` (``[UNK]`` word pieces read) and ``max_length``.
+        kind: ``"rows"``, ``"texts"`` for classification and regression, ``"sentences"`` for tagging.
     """
 
     table: pd.DataFrame
     summary: dict[str, int]
+    kind: str = field(default="rows", kw_only=True)
 
     def summary_line(self) -> str:
-        """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with unseen ids (1 mean, 0 skipped)"``."""
+        """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with ids unseen in training (1 given the
+        training mean, 0 skipped)"`` or ``"4 texts: 4 predicted, 0 empty; 1 cut to data.max_length=64 word pieces,
+        0 unknown word pieces ([UNK])"``."""
         s = self.summary
         bad = s.get("non_finite", 0)
+        not_finite = f"; {bad} predictions are not finite (status non-finite)" if bad else ""
+        if self.kind == "texts":
+            return (
+                f"{s['rows']} texts: {s['predicted']} predicted, {s['empty']} empty; {s['cut']} cut to "
+                f"data.max_length={s['max_length']} word pieces, {s['unknown_pieces']} unknown word pieces ([UNK])"
+                + not_finite
+            )
         return (
             f"{s['rows']} rows: {s['predicted']} predicted, {s['unknown']} with ids unseen in training "
-            f"({s['fallback']} given the training mean, {s['skipped']} skipped)"
-            + (f"; {bad} predictions are not finite (status non-finite)" if bad else "")
+            f"({s['fallback']} given the training mean, {s['skipped']} skipped)" + not_finite
         )
+
+
+class RunData:
+    """A loaded run's prepared data and evaluator, given at once or prepared on first use by ``prepare``.
+
+    Args:
+        prepared, evaluator: the task's data and evaluator, when already built.
+        prepare: ``() -> (prepared, evaluator)``, called once when either is first asked for (a text run serves new
+            texts without its training data: :meth:`embreg.recipes.tasks.TaskAdapter.serving_data`).
+    """
+
+    def __init__(
+        self, prepared: Any = None, evaluator: Any = None, prepare: Callable[[], tuple[Any, Any]] | None = None
+    ) -> None:
+        self._parts = None if prepare is not None else (prepared, evaluator)
+        self._prepare = prepare
+
+    def parts(self) -> tuple[Any, Any]:
+        """``(prepared, evaluator)``, prepared now if they were not yet."""
+        if self._parts is None:
+            assert self._prepare is not None
+            self._parts = self._prepare()
+        return self._parts
 
 
 @dataclass
@@ -70,8 +114,7 @@ class TrainedRun:
         path: the run directory.
         recipe: the resolved recipe (``config.yaml``).
         model: the model, in eval mode on ``device``.
-        prepared: the task's data, prepared again from the recipe (the same split as in training).
-        evaluator: the task's evaluator (``evaluator(model, split)`` gives the run's metrics).
+        data: the task's prepared data and evaluator (:attr:`prepared`, :attr:`evaluator`).
         vocabularies: ``{kind: IdVocabulary}`` (:mod:`embreg.serving.vocabularies`).
         device: where the model is.
         checkpoint: ``"best"``, ``"last"`` or ``"averaged"``.
@@ -81,8 +124,7 @@ class TrainedRun:
     path: Path
     recipe: Any
     model: torch.nn.Module
-    prepared: Any
-    evaluator: Any
+    data: RunData
     vocabularies: dict[str, IdVocabulary]
     device: torch.device
     checkpoint: str
@@ -91,6 +133,19 @@ class TrainedRun:
     @property
     def task(self) -> str:
         return str(self.recipe.task)
+
+    @property
+    def prepared(self) -> Any:
+        """The task's data, prepared again from the recipe (the same split as in training), checked against the
+        records the run wrote. A classification or regression run prepares it only when it is first asked for:
+        predictions on new texts do not need it."""
+        return self.data.parts()[0]
+
+    @property
+    def evaluator(self) -> Any:
+        """The task's evaluator (``evaluator(model, split)`` gives the run's metrics); prepared with
+        :attr:`prepared`."""
+        return self.data.parts()[1]
 
     def _require(self, tasks: Sequence[str], what: str) -> None:
         if self.task not in tasks:
@@ -111,10 +166,11 @@ class TrainedRun:
 
         Args:
             rows: a path or a :class:`pandas.DataFrame` (rating: the user and item columns of ``data``; ctr: the
-                categorical and dense columns of the training file), or a list of texts; tagging: a list of
-                sentences (or of token lists) or a file (:mod:`embreg.serving.tagging`), e.g.
-                ``run.predict(["Peter moved to Rome ."]).tags``, one list of tags per sentence such as
-                ``[["B-PER", "O", "O", "B-LOC", "O"]]``.
+                categorical and dense columns of the training file; texts: a table with the ``data.text_col``
+                column, every column of it kept in the output, or a text file of one text per line), or a list
+                of texts (a single ``str`` is a path, not a text); tagging: a list of sentences (or of token lists)
+                or a file (:mod:`embreg.serving.tagging`), e.g. ``run.predict(["Peter moved to Rome ."]).tags``,
+                one list of tags per sentence such as ``[["B-PER", "O", "O", "B-LOC", "O"]]``.
             unknown: one of :data:`UNKNOWN_POLICIES` (tagging: ``mean`` reads an unseen token as ``<unk>``,
                 ``error`` refuses it).
             input_format: tagging only: how to read a file, ``auto``, ``lines`` or ``conll``
@@ -126,6 +182,7 @@ class TrainedRun:
             DataError: an unreadable input, a missing column, or (``unknown='error'``) ids unseen in training.
         """
         from embreg.serving import predicting
+        from embreg.serving.inputs import item_list
 
         self._require(("rating", "ctr", "classification", "regression", "tagging"), "predict")
         if unknown not in UNKNOWN_POLICIES:
@@ -136,6 +193,8 @@ class TrainedRun:
             return predict_tags(self, rows, unknown, input_format)
         if input_format is not None:
             raise ConfigError(f"input_format={input_format!r} reads tagging input; this is a {self.task!r} run")
+        if not isinstance(rows, pd.DataFrame | str | Path):
+            rows = item_list(rows, argument="rows", call="predict")
         return predicting.predict(self, rows, unknown)
 
     def recommend(
@@ -160,33 +219,44 @@ class TrainedRun:
             batch_size: users scored at once.
 
         Raises:
-            ConfigError: not a ranking or next-item run, or ``k`` outside ``[1, items]``.
+            ConfigError: not a ranking or next-item run, ``k`` outside ``[1, items]``, or ``users`` / ``history``
+                given as a single value instead of a list.
             DataError: a user (or history item) never seen in training.
         """
         from embreg.serving import recommending
+        from embreg.serving.inputs import item_list
 
         self._require(("ranking", "next-item"), "recommend")
+        if users is not None:
+            users = item_list(users, argument="users", call="recommend")
+        if history is not None:
+            history = item_list(history, argument="history", call="recommend")
         return recommending.recommend(self, users, k, include_seen, history, batch_size)
 
     def score(self, texts: Sequence[str]) -> pd.DataFrame:
-        """Perplexity of each text line under the language model, and of all lines together (the last row,
-        ``line = "total"``): columns ``line, tokens, unknown, loss, perplexity``.
+        """Perplexity of each text line (a list of lines, each scored in full) under the language model, and of all
+        lines together (the last row, ``line = "total"``): columns ``line, tokens, unknown, loss, perplexity``.
 
         Raises:
-            ConfigError: not an ``lm`` run.
+            ConfigError: not an ``lm`` run, or ``texts`` is a single ``str``.
         """
         from embreg.serving import scoring
+        from embreg.serving.inputs import item_list
 
         self._require(("lm",), "score")
-        return scoring.score(self, texts)
+        return scoring.score(self, item_list(texts, argument="texts", call="score"))
 
-    def translate(self, lines: Sequence[str], **decoding: Any) -> list[str]:
-        """Translations of source ``lines`` (``beam``, ``alpha``, ``beta``: :func:`embreg.serving.translating.translate`).
+    def translate(self, lines: Sequence[str], **decoding: Any) -> Translations:
+        """Translations of source ``lines`` (a list; ``beam``, ``alpha``, ``beta``:
+        :func:`embreg.serving.translating.translate`): a list of ``str`` that also counts the lines cut to
+        ``data.max_tokens`` source pieces and the unknown source pieces
+        (:class:`~embreg.serving.translating.Translations`).
 
         Raises:
-            ConfigError: not a ``translation`` run.
+            ConfigError: not a ``translation`` run, or ``lines`` is a single ``str``.
         """
         from embreg.serving import translating
+        from embreg.serving.inputs import item_list
 
         self._require(("translation",), "translate")
-        return translating.translate(self, lines, **decoding)
+        return translating.translate(self, item_list(lines, argument="lines", call="translate"), **decoding)

@@ -20,8 +20,6 @@ from collections.abc import Sequence
 from numbers import Real
 from typing import Any
 
-from scipy import stats as scipy_stats
-
 from embreg.errors import EmbregError
 
 __all__ = ["summarize", "welch_t_test", "mann_whitney_u", "summarize_runs", "median_interval", "target_verdict"]
@@ -102,6 +100,8 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> float:
         return float("nan")
     if max(x) == min(x) and max(y) == min(y):
         return 1.0 if x[0] == y[0] else 0.0
+    from scipy import stats as scipy_stats  # imported on use: scipy.stats takes ~1 s to import
+
     return float(scipy_stats.ttest_ind(x, y, equal_var=False).pvalue)
 
 
@@ -128,6 +128,8 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> float:
         return float("nan")
     if max(x + y) == min(x + y):
         return 1.0
+    from scipy import stats as scipy_stats
+
     return float(scipy_stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
 
 
@@ -185,6 +187,8 @@ def median_interval(
         raise EmbregError(f"confidence={confidence} is outside the valid range (0, 1)")
     if len(x) == 1 or max(x) == min(x):
         return x[0], x[0]
+    from scipy import stats as scipy_stats
+
     result = scipy_stats.bootstrap(
         (x,),
         statistics.median,

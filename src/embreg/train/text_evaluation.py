@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import torch
-from scipy import stats as scipy_stats
 from torch import nn
 
 from embreg.errors import EmbregError
@@ -79,6 +78,8 @@ def regression_metrics(predicted: np.ndarray, targets: np.ndarray) -> dict[str, 
     if np.ptp(predicted) == 0 or np.ptp(targets) == 0:
         pearson = spearman = 0.0
     else:
+        from scipy import stats as scipy_stats  # imported on use: scipy.stats takes ~1 s to import
+
         pearson = float(scipy_stats.pearsonr(predicted, targets).statistic)
         spearman = float(scipy_stats.spearmanr(predicted, targets).statistic)
     rmse = float(np.sqrt(np.mean((predicted - targets) ** 2)))

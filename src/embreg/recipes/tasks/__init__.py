@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from embreg.errors import ConfigError
@@ -235,6 +236,12 @@ class TaskAdapter(ABC):
     def records(self, recipe: Any, prepared: Any) -> dict[str, Any]:
         """JSON files the run directory gets besides the trainer's (``{"split.json": {...}}``)."""
         return {}
+
+    def serving_data(self, recipe: Any, read_record: Callable[[str], Any]) -> Any | None:
+        """Data enough to rebuild and serve a trained model without preparing the data set again, from the records
+        the run wrote (``read_record(name)``: a JSON record of the run directory, ``None`` if missing); ``None``
+        (the default): :func:`embreg.serving.load` prepares the data as training did."""
+        return None
 
     def data_used(self, recipe: Any, prepared: Any) -> dict[str, Any] | None:
         """What the run's data was, for its report: a user's file (``path``, ``sha256``, ``rows_read``, ``rows``,

@@ -154,4 +154,5 @@ def data_line(record: dict[str, Any] | None) -> str:
     if "rows" in record:
         parts.append(f"{record['rows']} rows used")
     text += ": " + ", ".join(parts) if parts else ""
-    return text + (f"; encoder: {record['encoder']}" if record.get("encoder") else "")
+    text += f"; encoder: {record['encoder']}" if record.get("encoder") else ""
+    return text + (f"; {record['mlm_head']}" if record.get("mlm_head") else "")

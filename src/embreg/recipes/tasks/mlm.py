@@ -279,12 +279,12 @@ class MaskedLMTask(TaskAdapter):
 
     def prepare(self, recipe: Any) -> MaskedLMData:
         from embreg.models.encoder_classifier import encode_texts
-        from embreg.models.pretrained import encoder_source, load_pretrained
+        from embreg.models.pretrained import encoder_source, load_tokenizer
 
         d = recipe.data
         splits, source = pretraining_texts(d)
         source = {**source, "rows": len(splits["train"])}
-        _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
+        tokenizer = load_tokenizer(recipe.model.pretrained, progress=recipe.train.progress)
         if tokenizer.mask_token_id is None:
             raise DataError(f"the tokenizer of {recipe.model.pretrained!r} has no [MASK] token; masked LM needs one")
         specials = tuple(sorted({int(i) for i in tokenizer.all_special_ids}))
@@ -335,8 +335,10 @@ class MaskedLMTask(TaskAdapter):
         return {"split.json": prepared.record}
 
     def data_used(self, recipe: Any, prepared: MaskedLMData) -> dict[str, Any]:
-        """The texts, and where the encoder came from (the report names both)."""
-        return prepared.source | prepared.encoder
+        """The texts, where the encoder came from and which MLM head it started with (the report names them)."""
+        from embreg.models.pretrained_mlm_head import pretrained_mlm_head
+
+        return prepared.source | prepared.encoder | {"mlm_head": pretrained_mlm_head(recipe.model.pretrained)[1]}
 
     def finish(self, recipe: Any, prepared: MaskedLMData, trainer: Any, evaluator: Any, metrics: dict) -> dict:
         """Adds the replacement rates of BERT's masking, measured on one masking of the training texts."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, TextTask
-from embreg.errors import ConfigError
+from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
 from embreg.recipes.tasks.multitask import check_multitask, check_multitask_techniques
@@ -94,6 +95,56 @@ class PreparedText:
     source: dict[str, Any] = field(default_factory=dict)
     special_ids: tuple[int, ...] = ()
     encoder: dict[str, str] = field(default_factory=dict)
+
+
+SERVING_RECORD = "serving.json"
+
+
+def serving_record(prepared: PreparedText) -> dict[str, Any]:
+    """What serving a text model needs besides its weights and ``config.yaml``: the task's name and kind, its
+    classes (``num_labels`` and ``label_names``; a multi-task run: ``targets`` and each one's class names), and the
+    tokenizer's size and special ids (the fingerprint the tokenizer must still have)."""
+    task = prepared.task
+    record: dict[str, Any] = {"task_name": task.name, "kind": task.kind}
+    if isinstance(task, MultiTargetTask):
+        record["targets"] = [[name, classes] for name, classes in task.targets]
+        record["label_names"] = [list(task.class_names(k)) for k in range(len(task.targets))]
+    else:
+        record["num_labels"] = task.num_labels
+        record["label_names"] = list(task.label_names)
+    return record | {"vocab_size": int(prepared.vocab_size), "special_ids": [int(i) for i in prepared.special_ids]}
+
+
+def serving_data(recipe: Any, record: dict[str, Any]) -> PreparedText:
+    """A :class:`PreparedText` without texts (every split empty) holding what :func:`serving_record` recorded, and
+    the tokenizer's size and special ids, checked against the record.
+
+    Raises:
+        DataError: the tokenizer of ``model.pretrained`` is not the one the run was trained with.
+    """
+    from embreg.models.pretrained import load_tokenizer
+
+    tokenizer = load_tokenizer(recipe.model.pretrained, progress=False)
+    specials = tuple(int(i) for i in tokenizer.all_special_ids)
+    if len(tokenizer) != record["vocab_size"] or list(specials) != record["special_ids"]:
+        raise DataError(
+            f"the tokenizer of model.pretrained={recipe.model.pretrained!r} ({len(tokenizer)} ids, special ids "
+            f"{list(specials)}) is not the one this run was trained with ({record['vocab_size']} ids, special ids "
+            f"{record['special_ids']}); point model.pretrained at the encoder the run was trained from"
+        )
+    texts: dict[str, list[str]] = {split: [] for split in SPLITS}
+    task: TextTask | MultiTargetTask
+    if "targets" in record:
+        targets = tuple((str(name), int(classes)) for name, classes in record["targets"])
+        columns = {split: np.zeros((0, len(targets)), np.int64) for split in SPLITS}
+        names = tuple(tuple(map(str, n)) for n in record["label_names"])
+        task = MultiTargetTask(record["task_name"], targets, texts, columns, label_names=names)
+    else:
+        labels = {split: np.zeros(0, np.int64) for split in SPLITS}
+        task = TextTask(
+            record["task_name"], record["kind"], record["num_labels"], texts, labels, tuple(record["label_names"])
+        )
+    return PreparedText(task, {}, vocab_size=len(tokenizer), special_ids=specials)
 
 
 def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
@@ -188,7 +239,7 @@ class _TextTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedText:
         from embreg.models.encoder_classifier import encode_texts
-        from embreg.models.pretrained import encoder_source, load_pretrained
+        from embreg.models.pretrained import encoder_source, load_tokenizer
 
         described = checked_file(recipe.data) if recipe.data.path is not None else None
         task = load_text_task(recipe)
@@ -196,7 +247,7 @@ class _TextTask(TaskAdapter):
         source = file_record(described, None, rows) if described else {"dataset": recipe.data.dataset, "rows": rows}
         if task.kind != self.name:
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
-        _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
+        tokenizer = load_tokenizer(recipe.model.pretrained, progress=recipe.train.progress)
         tensors = {}
         for split in SPLITS:
             encoded = encode_texts(tokenizer, task.texts[split], recipe.data.max_length)
@@ -229,7 +280,17 @@ class _TextTask(TaskAdapter):
         return TextEvaluator(prepared.tensors, prepared.task.num_labels, batch_size=recipe.train.eval_batch_size or 64)
 
     def records(self, recipe, prepared: PreparedText) -> dict:
-        return {"split.json": prepared.task.record | {"task_name": prepared.task.name, "data": prepared.source}}
+        """``split.json`` (how the data was split) and ``serving.json`` (:func:`serving_record`)."""
+        return {
+            "split.json": prepared.task.record | {"task_name": prepared.task.name, "data": prepared.source},
+            SERVING_RECORD: serving_record(prepared),
+        }
+
+    def serving_data(self, recipe, read_record) -> PreparedText | None:
+        """The classes and the tokenizer's size from ``serving.json`` (:func:`serving_data`): predictions on new
+        texts need neither the training texts nor their tokens."""
+        record = read_record(SERVING_RECORD)
+        return None if record is None else serving_data(recipe, record)
 
     def data_used(self, recipe, prepared: PreparedText) -> dict[str, Any]:
         """The data, and where the encoder came from (the report names both)."""

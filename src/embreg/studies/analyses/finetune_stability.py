@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scipy import stats as scipy_stats
-
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.train.stability import box_plot_values, gap_metric
@@ -74,6 +72,8 @@ def brown_forsythe(a: list[float], b: list[float]) -> float:
     """Two-sided p-value of the Brown-Forsythe test of equal spread (NaN with fewer than 2 values a side or no spread)."""
     if len(a) < 2 or len(b) < 2 or (max(a) == min(a) and max(b) == min(b)):
         return float("nan")
+    from scipy import stats as scipy_stats  # imported on use: scipy.stats takes ~1 s to import
+
     return float(scipy_stats.levene(a, b, center="median").pvalue)
 
 

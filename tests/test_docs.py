@@ -49,7 +49,6 @@ def test_contributor_page_names_files_that_exist():
 # -- every repository path the README and the docs name exists -------------------------------------------------------
 
 
-
 def top_level_entries(root: Path) -> list[str]:
     """First path components that make a backticked span a repository path: the entries of ``root`` but ``.git``
     and those its ``.gitignore`` names (a run's output such as ``runs/``, which ``embreg demo`` writes into the

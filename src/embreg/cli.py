@@ -179,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for key, value in best["params"].items():
         print(f"  {key} = {value}")
     if best["failed"]:
-        print(f"{best['failed']} of {args.trials} trials failed (training diverged); their errors are in trials.csv")
+        print(f"{best['failed']} of {args.trials} trials failed; their errors are in trials.csv")
     print(f"trials and best values: {out}")
     return 0
 

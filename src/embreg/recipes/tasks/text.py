@@ -39,7 +39,9 @@ class LabelledTextConfig:
     Attributes:
         dataset: ``reviews`` (women's clothing reviews), ``polarity`` (200 sentences) or ``file`` (``path``).
         task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes), ``regression`` (stars) or
-            ``multi`` (several class targets, one head each; :mod:`embreg.recipes.tasks.multitask`).
+            ``multi`` (several class targets, one head each; :mod:`embreg.recipes.tasks.multitask`). For a file it
+            says what its labels are, and is checked against them: ``binary`` (two classes), ``multiclass`` (three
+            or more) or ``regression`` (numbers, with ``task: regression``).
         targets: with ``task: multi``: the targets, in head order (``null``: ``[recommended, rating]``).
         loss_weights: with ``task: multi``: one loss weight per target (``null``: 1 each).
         path: your own CSV/TSV/parquet file (sets ``dataset: file``; resolved to an absolute path when the recipe is
@@ -55,7 +57,7 @@ class LabelledTextConfig:
     """
 
     dataset: Literal["reviews", "polarity", "file"] = "reviews"
-    task: Literal["binary", "rating", "regression", "multi"] = "binary"
+    task: Literal["binary", "rating", "multiclass", "regression", "multi"] = "binary"
     targets: list[str] | None = None
     loss_weights: list[float] | None = None
     path: str | None = None
@@ -80,6 +82,15 @@ class LabelledTextConfig:
             raise ConfigError(f"data.max_length={self.max_length} must be >= 2")
         if self.dataset == "polarity" and self.task != "binary":
             raise ConfigError(f"data.task={self.task!r}: the polarity dataset has only the 'binary' task")
+        if self.dataset == "reviews" and self.task == "multiclass":
+            raise ConfigError(
+                "data.task='multiclass' is for a file's labels; the reviews' 5 classes are data.task=rating"
+            )
+        if self.dataset == "file" and self.task == "rating":
+            raise ConfigError(
+                "data.task='rating' names the reviews' 5 star classes; a file's labels are data.task=binary (two "
+                "classes), multiclass (more) or regression"
+            )
         check_multitask(self)
 
 
@@ -157,6 +168,34 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
     )
 
 
+def check_file_classes(data: LabelledTextConfig, task: TextTask) -> None:
+    """Refuses a file whose number of classes is not the one ``data.task`` states (``binary``: two;
+    ``multiclass``: three or more), so that ``config.yaml`` says what the run trained.
+
+    Raises:
+        ConfigError: naming the file, the labels found and the ``data.task`` that fits them.
+
+    Example:
+        >>> task = TextTask("t", "classification", 3, {s: [] for s in SPLITS}, {s: [] for s in SPLITS}, ("a", "b", "c"))
+        >>> check_file_classes(LabelledTextConfig(dataset="file", path="/d/l.csv", sha256="0" * 64), task)
+        Traceback (most recent call last):
+        ...
+        embreg.errors.ConfigError: data.task='binary' needs two classes, but /d/l.csv has 3 labels: a, b, c; set data.task=multiclass
+    """
+    names = task.label_names or tuple(str(i) for i in range(task.num_labels))
+    shown = ", ".join(names[:10]) + (f", ... ({len(names) - 10} more)" if len(names) > 10 else "")
+    if data.task == "binary" and task.num_labels != 2:
+        raise ConfigError(
+            f"data.task='binary' needs two classes, but {data.path} has {task.num_labels} labels: {shown}; set "
+            "data.task=multiclass"
+        )
+    if data.task == "multiclass" and task.num_labels < 3:
+        raise ConfigError(
+            f"data.task='multiclass' is for three or more classes, but {data.path} has {task.num_labels} labels: "
+            f"{shown}; set data.task=binary"
+        )
+
+
 class _TextTask(TaskAdapter):
     data_config = LabelledTextConfig
     default_model = "encoder-classifier"
@@ -196,6 +235,8 @@ class _TextTask(TaskAdapter):
         source = file_record(described, None, rows) if described else {"dataset": recipe.data.dataset, "rows": rows}
         if task.kind != self.name:
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
+        if described is not None and task.kind == "classification":
+            check_file_classes(recipe.data, task)
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
         tensors = {}
         for split in SPLITS:
@@ -277,7 +318,7 @@ class TextClassificationTask(_TextTask):
         return ("accuracy", "mcc", "f1" if binary else "macro_f1")
 
     def check_data(self, recipe) -> None:
-        if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
+        if recipe.data.task == "regression":
             raise ConfigError("data.task='regression' needs task: regression")
         if recipe.data.task == "multi":
             check_multitask_techniques(recipe)
@@ -300,9 +341,7 @@ class TextRegressionTask(_TextTask):
         return ("pearson", "spearman", "corr", "rmse")
 
     def check_data(self, recipe) -> None:
-        if recipe.data.dataset != "file" and not (
-            recipe.data.dataset == "reviews" and recipe.data.task == "regression"
-        ):
+        if recipe.data.dataset not in ("reviews", "file") or recipe.data.task != "regression":
             raise ConfigError(
                 f"task: regression needs data.task='regression' on reviews or a file, got "
                 f"data.dataset={recipe.data.dataset!r}, data.task={recipe.data.task!r}"

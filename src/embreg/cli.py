@@ -215,13 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
-    run.add_argument("--seeds", type=positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
+    run.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="number of training seeds (train.seed, +1, ...); with --resume at least as many as the run holds",
+    )
     run.add_argument("--out", help="run directory (default runs/<recipe>-<time>-<random>); one run's alone")
     again = run.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out (its config must match, but for more epochs, device, precision, loggers ...)",
+        help="continue the run in --out (its config must match, but for more epochs, device, precision, loggers ...; "
+        "its kernels must take the backends it drew with, see backends.json)",
     )
     again.add_argument(
         "--overwrite", action="store_true", help="delete the run in --out first (only a run's own files are deleted)"

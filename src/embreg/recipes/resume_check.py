@@ -42,6 +42,7 @@ __all__ = [
     "refused_differences",
     "epochs_change_problem",
     "check_resume",
+    "check_seed_count",
     "extends_finished_run",
     "run_record",
     "layout_of",
@@ -216,6 +217,27 @@ def check_resume(files: RunDirectory, recipe: Any, *, layout: str, world_size: i
             f"last.safetensors (train.keep_checkpoints={stored.get('train', {}).get('keep_checkpoints')!r} dropped "
             "it when it finished), and more epochs can only continue from there. Train afresh with --overwrite or "
             f"another --out{' and train.keep_checkpoints=all' if keep != 'all' else ''}"
+        )
+
+
+def check_seed_count(files: RunDirectory, first_seed: int, seeds: int) -> None:
+    """Refuses to resume the multi-seed run in ``files`` with fewer seeds than it has already started.
+
+    ``--seeds N --resume`` may grow a series (``--seeds 10`` extends a 5-seed run); with fewer seeds its summary
+    would cover only some of the trained seeds and leave the others beside it unsummarised.
+
+    Raises:
+        ConfigError: ``files`` holds ``seed-<s>/`` directories beyond ``first_seed + seeds - 1``, naming how many
+            seeds the run has and the ``--seeds`` that resumes it.
+    """
+    started = sorted(int(name[len("seed-") : -1]) for name in files.run_entries() if name.startswith("seed-"))
+    beyond = [seed for seed in started if seed >= first_seed + seeds]
+    if beyond:
+        count = max(started) - first_seed + 1
+        raise ConfigError(
+            f"cannot resume {files.path} with --seeds {seeds}: it holds {len(started)} seed run(s) (seed-"
+            f"{started[0]} .. seed-{started[-1]}), and its summary must cover every one of them. Resume with "
+            f"--seeds {count} (or more, to add seeds)"
         )
 
 

@@ -235,7 +235,7 @@ class _TextTask(TaskAdapter):
         source = file_record(described, None, rows) if described else {"dataset": recipe.data.dataset, "rows": rows}
         if task.kind != self.name:
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
-        if described is not None and task.kind == "classification":
+        if described is not None and isinstance(task, TextTask) and task.kind == "classification":
             check_file_classes(recipe.data, task)
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
         tensors = {}

@@ -9,6 +9,7 @@ import pytest
 MODULES = [
     "embreg.registry",
     "embreg.papers",
+    "embreg.progress",
     "embreg.config",
     "embreg.embeddings.tables",
     "embreg.recipes",

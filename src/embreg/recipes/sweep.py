@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import yaml
 
 from embreg.config import apply_overrides, load_yaml, to_dict
 from embreg.errors import ConfigError, EmbregError, TrainingError
+from embreg.progress import LineProgress, is_terminal
 from embreg.recipes.recipe import SearchParam
 from embreg.recipes.shipped import recipe_from_mapping, recipe_path
 from embreg.train.checkpoint import atomic_write_text
@@ -85,6 +87,8 @@ def sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
+    terminal = is_terminal(sys.stderr)  # Optuna draws its bar there; elsewhere a plain line per trial
+    lines = LineProgress(trials, "sweep", "trials", disable=terminal)
 
     def objective(trial: Any) -> float:
         params = {key: _suggest(trial, key, p) for key, p in cfg0.search.items()}
@@ -96,11 +100,15 @@ def sweep(
             trial.set_user_attr("error", message)
             rows.append({"trial": trial.number, **params, monitor: "", "state": "failed", "error": message})
             atomic_write_text(out / "trials.csv", _csv(rows))
+            lines.set_postfix({"trial": trial.number, "state": "failed"})
+            lines.update(1)
             return math.nan  # Optuna's FAIL state; TPE samples away from it
         value = float(metrics[monitor])
         row = {"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]}
         rows.append({**row, "state": "complete"})
         atomic_write_text(out / "trials.csv", _csv(rows))
+        lines.set_postfix({"trial": trial.number, monitor: f"{value:.4f}"})
+        lines.update(1)
         return value
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -112,7 +120,7 @@ def sweep(
         if unknown:
             raise ConfigError(f"start point keys {sorted(unknown)} are not in the search space {sorted(cfg0.search)}")
         study.enqueue_trial(dict(point))
-    study.optimize(objective, n_trials=trials, show_progress_bar=True)
+    study.optimize(objective, n_trials=trials, show_progress_bar=terminal)
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     if len(failed) == len(study.trials):
         raise TrainingError(

@@ -214,7 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (data.path=FILE trains on your file: the shipped recipe's sizes you do not set "
+        "give way when the file is too small, data.fit_to_file; a value you set is used as given)",
+    )
     run.add_argument(
         "--seeds",
         type=positive_int,

@@ -21,11 +21,11 @@ from typing import Any
 
 import yaml
 
-from embreg.config import apply_overrides, load_yaml, to_dict
+from embreg.config import apply_overrides, to_dict
 from embreg.errors import ConfigError, EmbregError, TrainingError
 from embreg.progress import LineProgress, is_terminal
 from embreg.recipes.recipe import SearchParam
-from embreg.recipes.shipped import recipe_from_mapping, recipe_path
+from embreg.recipes.shipped import recipe_from_mapping, recipe_mapping
 from embreg.train.checkpoint import atomic_write_text
 
 
@@ -79,7 +79,7 @@ def sweep(
 
     if trials < 1:
         raise ConfigError(f"trials={trials} must be >= 1")
-    base = apply_overrides(load_yaml(recipe_path(recipe)), list(overrides))
+    base = recipe_mapping(recipe, overrides)
     cfg0 = recipe_from_mapping(base)
     if not cfg0.search:
         raise ConfigError(f"recipe {cfg0.name!r} has no 'search' section to sweep")

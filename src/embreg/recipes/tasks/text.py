@@ -16,14 +16,20 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
 from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, TextTask
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, register_task
-from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
+from embreg.recipes.tasks.data_files import (
+    check_fit_to_file,
+    checked_file,
+    file_record,
+    note_fitted,
+    resolve_data_file,
+)
 from embreg.recipes.tasks.multitask import check_multitask, check_multitask_techniques
 from embreg.train.batches import TensorBatches
 from embreg.train.multitask_evaluation import SCORE, MultiTargetEvaluator, target_metric_names
@@ -54,7 +60,13 @@ class LabelledTextConfig:
             10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact).
         split_seed: seed of the evaluation sets; subset_seed: seed of the training subset.
         max_length: tokens per text (truncated), including [CLS] and [SEP].
+        fit_to_file: the sizes of :data:`FILE_SIZES` that give way to a user's file too small for them (filled
+            in when the recipe is loaded with the sizes the user did not set;
+            :mod:`embreg.recipes.tasks.data_files`): evaluation sets that leave no training row become 10% of the
+            rows each, a ``train_size`` beyond the rows left becomes all of them.
     """
+
+    FILE_SIZES: ClassVar[tuple[str, ...]] = ("train_size", "valid_size", "test_size")
 
     dataset: Literal["reviews", "polarity", "file"] = "reviews"
     task: Literal["binary", "rating", "multiclass", "regression", "multi"] = "binary"
@@ -71,6 +83,7 @@ class LabelledTextConfig:
     split_seed: int = 0
     subset_seed: int = 0
     max_length: int = 64
+    fit_to_file: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.dataset == "file" and self.path is None:
@@ -92,6 +105,7 @@ class LabelledTextConfig:
                 "classes), multiclass (more) or regression"
             )
         check_multitask(self)
+        check_fit_to_file(self)
 
 
 @dataclass
@@ -151,6 +165,7 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
                 test_size=d.test_size,
                 split_seed=d.split_seed,
                 subset_seed=d.subset_seed,
+                fit=d.fit_to_file,
             )
         except SplitSizeError as exc:
             sets = " ".join(f"--set data.{key}={value}" for key, value in exc.fits.items())
@@ -237,6 +252,11 @@ class _TextTask(TaskAdapter):
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
         if described is not None and isinstance(task, TextTask) and task.kind == "classification":
             check_file_classes(recipe.data, task)
+        if described is not None:
+            sizes = task.record.get("fitted", {})
+            fitted = {key: (pair[0], pair[1]) for key, pair in sizes.items()} if isinstance(sizes, dict) else {}
+            rule = "the 80/10/10 rule holds 10% of its rows out for validation and for test"
+            note_fitted(source, described["path"], fitted, rule)
         _, tokenizer = load_pretrained(recipe.model.pretrained, progress=recipe.train.progress)
         tensors = {}
         for split in SPLITS:

@@ -321,9 +321,8 @@ def _run_single(
         if env.active:
             metrics["world_size"] = env.world_size
     metrics = broadcast_from_main(metrics, env)
-    check_final_metrics(
-        metrics, recipe.monitor[0], trainer.model, recipe.train.lr
-    )  # a run that scored NaN is not finished
+    # a run that scored NaN is not finished
+    check_final_metrics(metrics, recipe.monitor[0], trainer.model, recipe.train.lr)
     if files is not None and env.is_main:
         files.write_record(BACKENDS, merged_backend_record(earlier))  # the SSE backends draw different streams
         files.write_metrics(metrics)

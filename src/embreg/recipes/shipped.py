@@ -82,8 +82,9 @@ def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> d
 
 
 def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collection[str] = ()) -> dict:
-    """``mapping`` with its ``data`` section as a user's file makes it (:func:`~embreg.recipes.tasks.data_files.
-    file_section`); unchanged without ``data.path`` or when the task is unknown (the recipe reports that)."""
+    """``mapping`` with its ``data`` section as a user's file makes it
+    (:func:`~embreg.recipes.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
+    unknown (the recipe reports that)."""
     data = mapping.get("data")
     try:
         config = REGISTRY.get("task", str(mapping.get("task", Recipe.task))).extra["data_config"]

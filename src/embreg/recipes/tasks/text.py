@@ -55,9 +55,10 @@ class LabelledTextConfig:
         sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
             :mod:`embreg.recipes.tasks.data_files`).
         train_size: training examples drawn from the pool (``null``: all). A file too small for it is an error
-            naming the ``--set data.train_size=N`` that fits.
+            naming the ``--set data.train_size=N`` that fits (unless ``fit_to_file`` lists it).
         valid_size, test_size: fixed evaluation sets (reviews: 1000/2000; polarity: 40/40; files: 1000/1000, or
-            10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact).
+            10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact unless
+            ``fit_to_file`` lists them).
         split_seed: seed of the evaluation sets; subset_seed: seed of the training subset.
         max_length: tokens per text (truncated), including [CLS] and [SEP].
         fit_to_file: the sizes of :data:`FILE_SIZES` that give way to a user's file too small for them (filled

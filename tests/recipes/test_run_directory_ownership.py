@@ -258,6 +258,20 @@ def test_resuming_with_fewer_seeds_than_the_run_holds_is_refused(two_seed_run, t
     assert len(summary["test_rmse"]["values"]) == 2
 
 
+def test_a_run_written_before_a_config_key_existed_resumes(tmp_path):
+    """A key the stored config lacks and the new one holds empty (``data.fit_to_file: []``) is no difference."""
+    recipe = load_recipe("sasrec")
+    files = RunDirectory(tmp_path / "run")
+    config = to_dict(recipe)
+    assert config["data"].pop("fit_to_file") == []
+    files.write_config(config)
+    check_resume(files, recipe, layout="single", world_size=1)
+    config["data"]["fit_to_file"] = ["eval_negatives"]
+    files.write_config(config)
+    with pytest.raises(ConfigError, match=r"data.fit_to_file: \["):
+        check_resume(files, recipe, layout="single", world_size=1)
+
+
 def test_a_seed_whose_stored_config_differs_is_refused(two_seed_run, tmp_path):
     out = _copy(two_seed_run, tmp_path)
     config = RunDirectory(out / "seed-1").read_config()

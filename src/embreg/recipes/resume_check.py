@@ -92,15 +92,29 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 def config_differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(key, stored value, new value)`` for every dotted key whose value differs (``'<absent>'`` where missing).
 
-    Both sides go through a YAML round trip first, as ``config.yaml`` did, so tuples and lists compare equal.
+    Both sides go through a YAML round trip first, as ``config.yaml`` did, so tuples and lists compare equal. A key
+    absent from one side and empty (``null``, ``[]``, ``{}``) on the other is no difference: a config written
+    before the key existed meant what its empty default means (e.g. ``data.fit_to_file: []``).
+
+    Example:
+        >>> config_differences({"data": {"path": None}}, {"data": {"path": None, "fit_to_file": []}})
+        []
     """
     old = flatten_config(_as_stored(stored))
     now = flatten_config(_as_stored(new))
-    return [
-        (key, old.get(key, _MISSING), now.get(key, _MISSING))
-        for key in sorted(old.keys() | now.keys())
-        if old.get(key, _MISSING) != now.get(key, _MISSING)
-    ]
+    differences = []
+    for key in sorted(old.keys() | now.keys()):
+        before, after = old.get(key, _MISSING), now.get(key, _MISSING)
+        if before == after:
+            continue
+        if before is _MISSING and _empty(after) or after is _MISSING and _empty(before):
+            continue
+        differences.append((key, before, after))
+    return differences
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, dict)) and not value)
 
 
 def _safe(key: str) -> bool:

@@ -270,7 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="tune a recipe's 'search' space on the validation split (Optuna)")
     sweep.add_argument("recipe")
-    sweep.add_argument("--trials", type=int, default=20)
+    sweep.add_argument(
+        "--trials",
+        type=int,
+        default=20,
+        help="trials to run; one that fails (diverges, overflows, a refused value) is recorded in trials.csv and the "
+        "search goes on",
+    )
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sweep.add_argument("--seed", type=int, default=0, help="sampler seed")
     sweep.add_argument("--out")

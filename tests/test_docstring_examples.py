@@ -40,6 +40,7 @@ MODULES = [
     "embreg.models.sasrec",
     "embreg.models.step_key",
     "embreg.recipes.run",
+    "embreg.recipes.resume_check",
     "embreg.recipes.show",
     "embreg.studies.spec",
     "embreg.studies.runlog",

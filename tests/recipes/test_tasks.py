@@ -73,7 +73,7 @@ def test_the_family_defaults_differ_where_the_papers_do() -> None:
     lm = load_recipe("lm-dropout", ["train={}"]).train
     assert (lm.optimizer, lm.lr, lm.clip_norm, lm.patience) == ("sgd", 30.0, 0.35, None)
     ft = load_recipe("ft-reviews", ["train={}"]).train
-    assert (ft.optimizer, ft.schedule, ft.warmup, ft.keep_checkpoints) == ("adamw", "linear", 0.1, "none")
+    assert (ft.optimizer, ft.schedule, ft.warmup, ft.keep_checkpoints) == ("adamw", "linear", 0.1, "best")
     rating = load_recipe("mf", ["train={}"]).train
     assert (rating.optimizer, rating.schedule, rating.patience) == ("adam", "constant", 5)
 

@@ -55,6 +55,24 @@ def _text_files(directory: Path) -> list[str]:
     return paths
 
 
+def _pairs_file(path: Path) -> Path:
+    """108 made-up German-English sentence pairs (subject, verb, object, adverb), a header line first."""
+    subjects = [("der vater", "the father"), ("die mutter", "the mother"), ("das kind", "the child"), ("er", "he")]
+    verbs = [("liest", "reads"), ("schreibt", "writes"), ("sieht", "sees")]
+    objects = [("einen brief", "a letter"), ("ein buch", "a book"), ("", "")]
+    adverbs = [("heute", "today"), ("oft", "often"), ("", "")]
+    rows = ["source\ttarget"]
+    for de_s, en_s in subjects:
+        for de_v, en_v in verbs:
+            for de_o, en_o in objects:
+                for de_a, en_a in adverbs:
+                    source = " ".join(w for w in (de_s, de_v, de_a, de_o) if w)
+                    target = " ".join(w for w in (en_s, en_v, en_o, en_a) if w)
+                    rows.append(f"{source}\t{target}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def serving_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("serving")
@@ -133,6 +151,55 @@ def trained(serving_dir: Path) -> Callable[[str], Path]:
                 f"model.pretrained={checkpoint}",
                 "train.keep_checkpoints=best",
                 "train.batch_size=16",
+            ]
+        if family == "classification-mean":  # the fine-tuning recipes' default pooling
+            from tests.helpers.finetune_tiny import tiny_checkpoint
+
+            checkpoint = tiny_checkpoint(data / "bert-classes")
+            return "ft-polarity", [
+                f"model.pretrained={checkpoint}",
+                "train.keep_checkpoints=best",
+                "train.batch_size=32",
+            ]
+        if family == "mlm":
+            from tests.helpers.finetune_tiny import tiny_checkpoint
+
+            checkpoint = tiny_checkpoint(data / "bert-mask", mask=True)
+            return "mlm", [
+                f"model.pretrained={checkpoint}",
+                "data.max_texts=32",
+                "data.valid_size=16",
+                "data.test_size=16",
+                "data.max_length=24",
+                "train.batch_size=16",
+            ]
+        if family == "translation":
+            return "translation", [
+                f"data.path={_pairs_file(data / 'pairs.tsv')}",
+                "data.vocab_size=120",
+                "data.min_frequency=1",
+                "data.max_tokens=12",
+                "data.valid_sentences=8",
+                "data.beam=2",
+                "model.d_model=16",
+                "model.heads=2",
+                "model.feedforward=32",
+                "model.encoder_layers=1",
+                "model.decoder_layers=1",
+                "train.batch_size=16",
+            ]
+        if family == "tagging":
+            from tests.helpers.tagging_files import write_conll_splits
+
+            (data / "conll").mkdir(exist_ok=True)  # train.txt, ... of its own: the lm family's are in data/
+            paths = write_conll_splits(data / "conll")
+            return "tagging-bilstm-crf", [
+                f"data.path={paths['train']}",
+                f"data.valid_path={paths['valid']}",
+                f"data.test_path={paths['test']}",
+                "model.emb_dim=16",
+                "model.hidden_dim=8",
+                "train.batch_size=8",
             ]
         raise KeyError(family)
 

@@ -20,7 +20,8 @@ def test_predict_writes_the_csv_and_counts_unknown_ids(trained, tmp_path: Path, 
     assert table.columns.tolist() == ["user", "item", "rating", "status"]
     assert table["user"].tolist() == ["007", "ghost"] and table["status"].tolist() == ["ok", "mean"]
     assert "2 rows: 1 predicted, 1 with ids unseen in training (1 given the training mean" in capsys.readouterr().out
-    assert main(["predict", str(trained("rating")), "--input", str(rows), "--out", str(out), "--unknown", "error"]) == 2
+    args = ["predict", str(trained("rating")), "--input", str(rows), "--out", str(out), "--overwrite"]
+    assert main([*args, "--unknown", "error"]) == 2
     assert "embreg: error: 1 of 2 input rows hold ids never seen" in capsys.readouterr().err
 
 

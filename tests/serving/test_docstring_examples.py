@@ -10,6 +10,9 @@ MODULES = [
     "embreg.serving.vocabularies",
     "embreg.serving.loading",
     "embreg.serving.cli",
+    "embreg.serving.tagging",
+    "embreg.serving.run_checks",
+    "embreg.train.output_paths",
     "embreg.train.beyond_accuracy",
 ]
 

@@ -28,7 +28,8 @@ def test_rating_predictions_equal_the_evaluators_on_the_test_split(trained, tmp_
     prediction = run.predict(file)
     expected = run.evaluator.predict(run.model, "test").numpy()
     np.testing.assert_allclose(prediction.table["rating"].to_numpy(dtype=float), expected, rtol=1e-6)
-    assert prediction.summary == {"rows": len(rows), "predicted": len(rows), "unknown": 0, "fallback": 0, "skipped": 0}
+    n = len(rows)
+    assert prediction.summary == {"rows": n, "predicted": n, "unknown": 0, "fallback": 0, "skipped": 0, "non_finite": 0}
 
 
 def test_string_ids_round_trip_unchanged(trained, tmp_path: Path) -> None:
@@ -55,7 +56,7 @@ def test_unknown_ids_follow_the_policy_and_are_counted(trained, tmp_path: Path) 
     assert filled.table["status"].tolist() == ["ok", "mean", "mean", "mean"]
     assert filled.table["rating"].tolist()[1:] == pytest.approx([mu + b_i, mu + b_u, mu + b_i], rel=1e-6)
     assert b_u != 0 and b_i != 0
-    assert filled.summary == {"rows": 4, "predicted": 1, "unknown": 3, "fallback": 3, "skipped": 0}
+    assert filled.summary == {"rows": 4, "predicted": 1, "unknown": 3, "fallback": 3, "skipped": 0, "non_finite": 0}
     assert "3 with ids unseen in training" in filled.summary_line()
     skipped = run.predict(file, unknown="skip")
     assert skipped.table["user"].tolist() == ["007"] and skipped.summary["skipped"] == 3

@@ -46,6 +46,8 @@ def test_a_multi_task_run_predicts_and_exports_every_head(tmp_path) -> None:
         "label_rating",
         "label_recommended",
     ]
+    # the tokenizer the texts were split with travels with the model
+    assert record["model_class"] == "embreg.models.text_cnn.TextCNN" and (out / "tokenizer_config.json").is_file()
 
 
 @pytest.mark.integration

@@ -37,6 +37,7 @@ from embreg.train.schedules import fixed_length
 
 __all__ = [
     "SAFE_TO_CHANGE",
+    "safe_to_change",
     "flatten_config",
     "config_differences",
     "refused_differences",
@@ -117,7 +118,13 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, (list, dict)) and not value)
 
 
-def _safe(key: str) -> bool:
+def safe_to_change(key: str) -> bool:
+    """Whether the dotted ``key`` is one of :data:`SAFE_TO_CHANGE` or lies below one.
+
+    Example:
+        >>> safe_to_change("train.log_to"), safe_to_change("search.space.lr"), safe_to_change("train.lr")
+        (True, True, False)
+    """
     return any(key == safe or key.startswith((f"{safe}.", f"{safe}[")) for safe in SAFE_TO_CHANGE)
 
 
@@ -126,7 +133,7 @@ def refused_differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> li
     when :func:`epochs_change_problem` objects."""
     refused = []
     for key, old, now in config_differences(stored, new):
-        if _safe(key):
+        if safe_to_change(key):
             continue
         if key == "train.epochs" and epochs_change_problem(stored, new) is None:
             continue
@@ -162,9 +169,21 @@ def _show(value: Any) -> str:
     return value if value == _MISSING else json.dumps(value, default=str)
 
 
-def run_record(layout: str, world_size: int) -> dict[str, Any]:
-    """What ``run.json`` holds: the layout (``single`` or ``seeds``) and the number of processes."""
-    return {"layout": layout, "world_size": world_size}
+def run_record(layout: str, world_size: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What ``run.json`` holds when a run starts: the layout (``single`` or ``seeds``), the number of processes and,
+    for a single-seed run, the resolved ``config`` it trains with and ``status`` ``training``.
+
+    Serving compares ``config.yaml`` with that config (:mod:`embreg.serving.run_checks`), so an edit made after
+    training is found. Only a run rewrites both: a resume whose safe keys changed writes the new config to each.
+
+    Example:
+        >>> run_record("single", 1, {"name": "mf"})
+        {'layout': 'single', 'world_size': 1, 'status': 'training', 'config': {'name': 'mf'}}
+    """
+    record: dict[str, Any] = {"layout": layout, "world_size": world_size}
+    if config is not None:
+        record.update(status="training", config=_as_stored(config))
+    return record
 
 
 def layout_of(files: RunDirectory) -> str | None:

@@ -5,10 +5,11 @@ the model (given its transforms and its tables), the objective, the regularisers
 :class:`~embreg.train.trainer.Trainer`. Its directory gets ``config.yaml`` (the resolved recipe), the task's records
 (``split.json`` or ``corpus.json``), ``history.jsonl``, ``best.safetensors``/``last.safetensors`` (as
 ``train.keep_checkpoints`` says), ``metrics.json``, ``backends.json`` (which backend each C++ kernel took:
-:func:`embreg._native.backend_record`), ``report.md`` and ``run.json`` (layout and world size). A
-directory belongs to one run: another run's files there are refused unless the run resumes them or overwrites
-them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume must be the same run
-(:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
+:func:`embreg._native.backend_record`), ``report.md`` and ``run.json`` (layout, world size, the config it trains
+with, and its status: ``training``, ``finished``, or ``failed`` when training raised
+:class:`~embreg.errors.TrainingError`). A directory belongs to one run: another run's files there are refused
+unless the run resumes them or overwrites them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume
+must be the same run (:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
 ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run; more ``train.epochs`` extend finished seeds.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
 :class:`~embreg.errors.RunDirectoryLockedError`), and ``train.log_to`` feeds the same records to TensorBoard, a CSV
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import torch
 
 from embreg._native import expected_backends, merged_backend_record
 from embreg.config import to_dict
-from embreg.errors import ConfigError, DataError, EmbregError
+from embreg.errors import ConfigError, DataError, EmbregError, TrainingError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.ensembles import ensemble_metrics, snapshot_callbacks
 from embreg.recipes.id_kinds import build_index_transforms
@@ -298,38 +299,52 @@ def _run_single(
     built = build_run(recipe, prepared)
     if files is not None and env.is_main:
         files.write_config(to_dict(recipe))
-        files.write_run_record(run_record("single", env.world_size))
+        files.write_run_record(run_record("single", env.world_size, to_dict(recipe)))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
     earlier = files.read_record(BACKENDS) if files is not None and resume else None
     record_backends = [] if files is None or not env.is_main else [_BackendsWriter(files, earlier)]
-    trainer = built.trainer(run_dir, loggers.callbacks(), [*loggers.step_callbacks(), *record_backends])
-    with expected_backends(earlier or {}):  # a resumed run draws on the backends its earlier sessions drew with
-        result = trainer.fit(resume=resume)
-    metrics = None
-    if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's
-        metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
-        metrics.update(ensemble_metrics(recipe, trainer, built.evaluator, run_dir))
-        steps = len(trainer.batches) * len(result.history)
-        train_seconds = sum(record["seconds"] for record in result.history)
-        metrics.update(parameter_counts(built.model))
-        metrics.update(
-            train_seconds=train_seconds,
-            seconds_per_step=train_seconds / max(steps, 1),
-            wall_seconds=time.perf_counter() - started,
-        )
-        if env.active:
-            metrics["world_size"] = env.world_size
-    metrics = broadcast_from_main(metrics, env)
-    # a run that scored NaN is not finished
-    check_final_metrics(metrics, recipe.monitor[0], trainer.model, recipe.train.lr)
+    with _failure_recorded(files):  # a run that diverged or scored NaN is failed, not finished
+        trainer = built.trainer(run_dir, loggers.callbacks(), [*loggers.step_callbacks(), *record_backends])
+        with expected_backends(earlier or {}):  # a resumed run draws on the backends its earlier sessions drew with
+            result = trainer.fit(resume=resume)
+        metrics = None
+        if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's
+            metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
+            metrics.update(ensemble_metrics(recipe, trainer, built.evaluator, run_dir))
+            steps = len(trainer.batches) * len(result.history)
+            train_seconds = sum(record["seconds"] for record in result.history)
+            metrics.update(parameter_counts(built.model))
+            metrics.update(
+                train_seconds=train_seconds,
+                seconds_per_step=train_seconds / max(steps, 1),
+                wall_seconds=time.perf_counter() - started,
+            )
+            if env.active:
+                metrics["world_size"] = env.world_size
+        metrics = broadcast_from_main(metrics, env)
+        # a run that scored NaN is not finished
+        check_final_metrics(metrics, recipe.monitor[0], trainer.model, recipe.train.lr)
     if files is not None and env.is_main:
         files.write_record(BACKENDS, merged_backend_record(earlier))  # the SSE backends draw different streams
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics, recipe.adapter.data_used(recipe, built.prepared)))
         files.drop_checkpoints(recipe.train.keep_checkpoints)
+        files.write_status("finished")
     loggers.log_final(metrics)
     return FitResult(metrics=metrics, history=result.history)
+
+
+@contextlib.contextmanager
+def _failure_recorded(files: RunDirectory | None) -> Iterator[None]:
+    """Marks the run ``failed`` in ``run.json`` (with the error) when training raises :class:`TrainingError`, so
+    serving refuses it (:mod:`embreg.serving.run_checks`); the error goes on."""
+    try:
+        yield
+    except TrainingError as exc:
+        if files is not None and current().is_main:
+            files.write_status("failed", str(exc))
+        raise
 
 
 def run_seeds(

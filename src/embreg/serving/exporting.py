@@ -3,18 +3,22 @@
 * A fine-tuned encoder classifier with ``[CLS]`` pooling (``model.pooling: cls`` on an encoder with a pooler, BERT's
   recipe) becomes a Hugging Face directory: ``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)``
   gives the same logits (the encoder's weights, its pooler, and the head as the ``classifier``), and
-  ``AutoTokenizer.from_pretrained(DIR)`` the run's tokenizer; ``id2label`` holds the class names.
+  ``AutoTokenizer.from_pretrained(DIR)`` the run's tokenizer; ``id2label`` / ``label2id`` of ``config.json`` hold
+  the class names of the training data (``LABEL_0``, ... only for a regression run, which has none).
 * With mean pooling (all-MiniLM-L6-v2's, the default) no ``AutoModelFor...`` class computes the same logits (they
   pool ``[CLS]``), so the directory holds the fine-tuned encoder for ``transformers.AutoModel`` and the tokenizer,
   and ``head.safetensors`` (``weight``, ``bias``) with ``embreg_head.json``: logits = head(mean of the last hidden
-  states over the attention mask). Loading that directory with ``AutoModelForSequenceClassification`` would give a
-  new, untrained head: ``embreg_head.json`` says so.
+  states over the attention mask); ``config.json`` holds ``id2label`` / ``label2id`` as above. Loading that
+  directory with ``AutoModelForSequenceClassification`` would give a new, untrained head: ``embreg_head.json`` says
+  so.
 * A masked LM (task ``mlm``) becomes a Hugging Face directory for ``transformers.AutoModelForMaskedLM`` (the same
   logits) and ``AutoModel`` (the continued-pre-trained encoder): :mod:`embreg.serving.export_mlm`.
 * Every other model (recommenders, CTR, language models, the text CNN and BiLSTM, and a multi-task run's model,
   whose several heads no Hugging Face class holds): ``model.safetensors``, the plain ``state_dict`` (tensors
   only, loadable with ``safetensors.torch.load_file``), and ``embreg_export.json``: the task, model, resolved
-  recipe and the id vocabularies (``{"user": [original id of index 0, ...], ...}``).
+  recipe and the id vocabularies (``{"user": [original id of index 0, ...], ...}``; a tagger's ``token`` and
+  ``tag`` names), with what using the model needs besides (:mod:`embreg.serving.export_usage`: the model class
+  and its arguments, a translator's tokenizer files and decoding settings, a CTR model's dense normalisation).
 """
 
 from __future__ import annotations
@@ -33,21 +37,36 @@ from embreg.errors import ConfigError
 if TYPE_CHECKING:
     from embreg.serving.trained_run import TrainedRun
 
-__all__ = ["export", "EXPORT_RECORD"]
+__all__ = ["export", "check_export_directory", "EXPORT_RECORD"]
 
 EXPORT_RECORD = "embreg_export.json"
+
+
+def check_export_directory(out: str | Path) -> Path:
+    """Refuses an export directory that exists and is not empty, is a file, or lies below a file
+    (:func:`embreg.train.output_paths.check_output_directory`); an export never writes over anything.
+
+    Raises:
+        ConfigError: naming the path.
+    """
+    from embreg.train.output_paths import check_output_directory
+
+    target = Path(out)
+    check_output_directory(target, "export directory")
+    if target.is_dir() and any(target.iterdir()):
+        raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
+    return target
 
 
 def export(run: TrainedRun, out: str | Path) -> Path:
     """Writes ``run``'s model into the directory ``out`` (see the module docstring); returns ``out``.
 
     Raises:
-        ConfigError: ``out`` exists and is not an empty directory.
+        ConfigError: ``out`` exists and is not an empty directory, or cannot be one (:func:`check_export_directory`).
     """
-    target = Path(out)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ConfigError(f"export directory {str(target)!r} exists and is not empty; choose a new one")
+    target = check_export_directory(out)
     target.mkdir(parents=True, exist_ok=True)
+    usage: dict[str, Any] = {}
     if run.recipe.model.name == "encoder-classifier" and getattr(run.recipe.data, "task", None) != "multi":
         _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
     elif run.recipe.model.name == "encoder-mlm":
@@ -55,8 +74,11 @@ def export(run: TrainedRun, out: str | Path) -> Path:
 
         export_masked_lm(run, target)
     else:
+        from embreg.serving.export_usage import usage_record
+
         tensors = {key: value.detach().cpu().contiguous().clone() for key, value in run.model.state_dict().items()}
         safetensors.torch.save_file(tensors, str(target / "model.safetensors"))
+        usage = usage_record(run, target)
     record = {
         "format": "embreg-export",
         "task": run.task,
@@ -64,6 +86,7 @@ def export(run: TrainedRun, out: str | Path) -> Path:
         "checkpoint": run.checkpoint,
         "recipe": to_dict(run.recipe),
         "vocabularies": {kind: _plain(vocab.labels) for kind, vocab in run.vocabularies.items()},
+        **usage,
     }
     (target / EXPORT_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")
     return target
@@ -103,6 +126,11 @@ def _encoder(run: TrainedRun, target: Path) -> None:
         hf.save_pretrained(str(target))
         return
     encoder.save_pretrained(str(target))
+    if names:  # the class names of the training data in config.json, as the [CLS] export has them
+        config = copy.deepcopy(encoder.config)
+        config.id2label = {i: str(name) for i, name in enumerate(names)}
+        config.label2id = {str(name): i for i, name in enumerate(names)}
+        config.save_pretrained(str(target))
     head = model.head
     safetensors.torch.save_file(
         {"weight": head.weight.detach().cpu().contiguous(), "bias": head.bias.detach().cpu().contiguous()},

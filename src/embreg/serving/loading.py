@@ -24,13 +24,13 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, cast
 
 import torch
 
 from embreg.errors import ConfigError, DataError
+from embreg.serving.run_checks import check_config_as_trained, check_run_status, checkpoint_epoch, select_run
 from embreg.serving.trained_run import TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
 from embreg.train.checkpoint import _json_default, load_checkpoint
@@ -42,26 +42,42 @@ CHECKPOINTS = ("best", "last", "averaged")
 """The weights of a run ``load`` can take: its best epoch's, its last, or the average of its last epochs'."""
 AVERAGED_CHECKPOINT = "averaged.safetensors"
 
-_SEED_DIR = re.compile(r"seed-\d+")
 
-
-def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu") -> TrainedRun:
+def load(
+    run_dir: str | Path,
+    checkpoint: str = "best",
+    device: str | torch.device = "cpu",
+    *,
+    seed: int | None = None,
+    allow_unfinished: bool = False,
+    allow_failed: bool = False,
+) -> TrainedRun:
     """The model of a finished run in eval mode on ``device``, its recipe and the id vocabularies of its data.
 
+    Before anything is built, the run directory is checked (:mod:`embreg.serving.run_checks`): one seed of a
+    multi-seed run, a finished run, and a ``config.yaml`` that says what the run trained with.
+
     Args:
-        run_dir: a single-seed run directory (one ``seed-<s>/`` of a multi-seed run).
+        run_dir: a single-seed run directory, or a multi-seed one with ``seed``.
         checkpoint: ``"best"`` (the best validation epoch, ``best.safetensors``), ``"last"``, or ``"averaged"``
             (the mean weights of the last epochs, ``averaged.safetensors``, of a run with
             ``train.average_checkpoints``).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"`` or a ``torch.device``.
+        seed: which ``seed-<s>/`` of a multi-seed run (``embreg run --seeds N``) to load.
+        allow_unfinished: load a run that is still training or was stopped before its end (a warning names the
+            epoch its checkpoint holds).
+        allow_failed: load a run whose training failed (diverged, or final metrics not finite), likewise.
 
     Returns:
         a :class:`~embreg.serving.trained_run.TrainedRun` (``predict``, ``recommend``, ``score``).
 
     Raises:
-        ConfigError: ``checkpoint`` is not ``best``, ``last`` or ``averaged``.
-        DataError: ``run_dir`` is not a run directory (no ``config.yaml``; a multi-seed directory names its seeds),
-            the checkpoint is missing (the message names the file and ``train.keep_checkpoints``) or corrupt, its
+        ConfigError: ``checkpoint`` is not ``best``, ``last`` or ``averaged``, or ``config.yaml`` was edited after
+            training in a key that changes the model or its data (each such key named with both values).
+        UnservableRunError: the run is unfinished or failed and ``allow_*`` does not allow it (a ``DataError``).
+        DataError: ``run_dir`` is not a run directory (no ``config.yaml``); a multi-seed directory without ``seed``
+            (the message lists its seed folders), a ``seed`` it lacks, or ``seed`` for a single-seed run; the
+            checkpoint is missing (the message names the file and ``train.keep_checkpoints``) or corrupt, its
             weights do not fit the rebuilt model, or the task's data differs from the data the run was trained on.
     """
     from embreg.recipes.recipe import Recipe
@@ -70,11 +86,15 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
 
     if checkpoint not in CHECKPOINTS:
         raise ConfigError(f"checkpoint={checkpoint!r} must be one of {', '.join(CHECKPOINTS)}")
-    files = RunDirectory(run_dir)
+    files = RunDirectory(select_run(run_dir, seed))
     config = _config(files)
+    check_config_as_trained(files, config)
     averaged = checkpoint == "averaged"
     which = cast(Checkpoint, "best" if averaged else checkpoint)
     path = files.file(AVERAGED_CHECKPOINT if averaged else files.checkpoint_name(which))
+    allowed = {"allow_unfinished": allow_unfinished, "allow_failed": allow_failed}
+    if not path.is_file():
+        check_run_status(files, config, path, None, **allowed)  # an unfinished run may have no checkpoint yet
     if averaged and not path.is_file():
         raise DataError(
             f"checkpoint not found: {str(path)!r}; a run writes it with train.average_checkpoints=K "
@@ -91,6 +111,8 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
     state = load_checkpoint(path, map_location="cpu") if averaged else files.load_checkpoint(which, map_location="cpu")
     if state is None or "model" not in state:
         raise DataError(f"checkpoint {str(path)!r} holds no model weights")
+    epoch = checkpoint_epoch(state)
+    check_run_status(files, config, path, epoch, **allowed)
     built = _build(recipe)
     _check_records(files, recipe, built.prepared)
     model = built.model
@@ -115,23 +137,15 @@ def load(run_dir: str | Path, checkpoint: str = "best", device: str | torch.devi
         vocabularies=task_vocabularies(recipe, built.prepared),
         device=target,
         checkpoint=checkpoint,
-        epoch=state.get("epoch"),
+        epoch=epoch,
     )
 
 
 def _config(files: RunDirectory) -> dict[str, Any]:
-    if not files.path.is_dir():
-        raise DataError(f"run directory {str(files.path)!r} does not exist")
     config = files.read_config()
-    if config is not None:
-        return config
-    seeds = sorted(p.name for p in files.path.iterdir() if _SEED_DIR.fullmatch(p.name) and p.is_dir())
-    if seeds:
-        raise DataError(
-            f"{str(files.path)!r} holds a multi-seed run ({', '.join(seeds)}); load one seed's directory, e.g. "
-            f"{str(files.path / seeds[0])!r}"
-        )
-    raise DataError(f"{str(files.path)!r} is not a run directory: it holds no config.yaml")
+    if config is None:
+        raise DataError(f"{str(files.path)!r} is not a run directory: it holds no config.yaml")
+    return config
 
 
 def _build(recipe: Any) -> Any:

@@ -30,10 +30,30 @@ _TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".gz")
 
 def predict(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
     if run.task == "rating":
-        return _ratings(run, rows, unknown)
-    if run.task == "ctr":
-        return _clicks(run, rows, unknown)
-    return _texts(run, rows)
+        prediction = _ratings(run, rows, unknown)
+    elif run.task == "ctr":
+        prediction = _clicks(run, rows, unknown)
+    else:
+        prediction = _texts(run, rows)
+    return _mark_non_finite(prediction)
+
+
+_PREDICTION_COLUMNS = ("rating", "click_probability", "value", "probability")
+
+
+def _mark_non_finite(prediction: Prediction) -> Prediction:
+    """Rows whose prediction is NaN or infinite get ``status=non-finite`` (never ``ok``), counted as
+    ``summary["non_finite"]``: a model with weights that are not finite (a failed run) predicts nothing."""
+    table = prediction.table
+    columns = [c for c in table.columns if c in _PREDICTION_COLUMNS or str(c).startswith("probability_")]
+    values = table[columns].to_numpy(dtype=np.float64, na_value=np.nan).reshape(len(table), len(columns))
+    bad = ~np.isfinite(values).all(axis=1)
+    prediction.summary["non_finite"] = int(bad.sum())
+    if bad.any():
+        status = np.array(table["status"].astype(object), dtype=object)
+        status[bad] = "non-finite"
+        table["status"] = pd.Categorical(status, categories=["ok", "mean", "non-finite"])
+    return prediction
 
 
 def read_columns(path: str | Path, columns: Sequence[str], sep: str | None) -> dict[str, pd.Series]:

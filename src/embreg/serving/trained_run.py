@@ -5,7 +5,8 @@
 method                                  tasks
 ======================================  =====================================================================
 ``predict(rows, unknown=...)``          rating (rating), ctr (click probability), classification (class and
-                                        its probability), regression (value)
+                                        its probability), regression (value), tagging (a tag per token:
+                                        :class:`~embreg.serving.tagging.TaggedSentences`)
 ``recommend(users, k, ...)``            ranking, next-item (top-k unseen items per user, original ids)
 ``score(texts)``                        lm (per-line and total perplexity)
 ``translate(lines, beam=, alpha=, ...)``  translation (decoded sentences)
@@ -41,8 +42,10 @@ class Prediction:
     Attributes:
         table: one row per input row kept: the input's id columns (or ``text``), the prediction columns
             (``rating`` | ``click_probability`` | ``label`` and ``probability`` | ``value``) and ``status``
-            (``ok``, or ``mean`` where the unknown-id policy gave the training mean).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback`` and ``skipped``.
+            (``ok``; ``mean`` where the unknown-id policy gave the training mean; ``non-finite`` where the model's
+            output is NaN or infinite, as a failed run's weights give).
+        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
+            ``non_finite``.
     """
 
     table: pd.DataFrame
@@ -51,9 +54,11 @@ class Prediction:
     def summary_line(self) -> str:
         """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with unseen ids (1 mean, 0 skipped)"``."""
         s = self.summary
+        bad = s.get("non_finite", 0)
         return (
             f"{s['rows']} rows: {s['predicted']} predicted, {s['unknown']} with ids unseen in training "
             f"({s['fallback']} given the training mean, {s['skipped']} skipped)"
+            + (f"; {bad} predictions are not finite (status non-finite)" if bad else "")
         )
 
 
@@ -93,24 +98,44 @@ class TrainedRun:
                 f"{what} serves the {', '.join(tasks)} tasks; run {str(self.path)!r} is a {self.task!r} run"
             )
 
-    def predict(self, rows: pd.DataFrame | str | Path | Sequence[str], *, unknown: str = "mean") -> Prediction:
+    def predict(
+        self,
+        rows: pd.DataFrame | str | Path | Sequence[str] | Sequence[Sequence[str]],
+        *,
+        unknown: str = "mean",
+        input_format: str | None = None,
+    ) -> Prediction:
         """Predictions for ``rows``: a file in the training file's format (or a table with its columns; texts for
-        classification and regression: a file with one text per line, or the training file's text column).
+        classification and regression: a file with one text per line, or the training file's text column;
+        sentences for tagging).
 
         Args:
             rows: a path or a :class:`pandas.DataFrame` (rating: the user and item columns of ``data``; ctr: the
-                categorical and dense columns of the training file), or a list of texts.
-            unknown: one of :data:`UNKNOWN_POLICIES`.
+                categorical and dense columns of the training file), or a list of texts; tagging: a list of
+                sentences (or of token lists) or a file (:mod:`embreg.serving.tagging`), e.g.
+                ``run.predict(["Peter moved to Rome ."]).tags``, one list of tags per sentence such as
+                ``[["B-PER", "O", "O", "B-LOC", "O"]]``.
+            unknown: one of :data:`UNKNOWN_POLICIES` (tagging: ``mean`` reads an unseen token as ``<unk>``,
+                ``error`` refuses it).
+            input_format: tagging only: how to read a file, ``auto``, ``lines`` or ``conll``
+                (:data:`embreg.serving.tagging.INPUT_FORMATS`; ``None``: ``auto``).
 
         Raises:
-            ConfigError: the run's task has no ``predict`` or ``unknown`` is not a policy.
+            ConfigError: the run's task has no ``predict``, ``unknown`` is not a policy, or ``input_format`` is
+                given to a task other than tagging.
             DataError: an unreadable input, a missing column, or (``unknown='error'``) ids unseen in training.
         """
         from embreg.serving import predicting
 
-        self._require(("rating", "ctr", "classification", "regression"), "predict")
+        self._require(("rating", "ctr", "classification", "regression", "tagging"), "predict")
         if unknown not in UNKNOWN_POLICIES:
             raise ConfigError(f"unknown={unknown!r} must be one of {', '.join(UNKNOWN_POLICIES)}")
+        if self.task == "tagging":
+            from embreg.serving.tagging import predict_tags
+
+            return predict_tags(self, rows, unknown, input_format)
+        if input_format is not None:
+            raise ConfigError(f"input_format={input_format!r} reads tagging input; this is a {self.task!r} run")
         return predicting.predict(self, rows, unknown)
 
     def recommend(

@@ -74,11 +74,13 @@ def translate(
 def add_translate_parser(sub: argparse._SubParsersAction) -> None:
     """Adds ``translate`` to the ``embreg`` sub-commands."""
     from embreg.cli import positive_int
+    from embreg.serving.cli import add_overwrite_argument, add_run_arguments
 
     parser = sub.add_parser("translate", help="translate lines of text with a translation run (file or stdin)")
-    parser.add_argument("run", help="a single-seed run directory of task translation")
+    add_run_arguments(parser)
     parser.add_argument("--input", help="a UTF-8 text file, one sentence per line (default: stdin)")
     parser.add_argument("--out", help="file to write the translations to, one per line (default: stdout)")
+    add_overwrite_argument(parser)
     parser.add_argument("--beam", type=positive_int, help="beam width (1: greedy; default: the run's data.beam)")
     parser.add_argument("--alpha", type=float, help="GNMT length normalisation exponent (default: data.alpha)")
     parser.add_argument("--beta", type=float, help="GNMT coverage penalty weight (default: data.beta)")
@@ -88,8 +90,9 @@ def add_translate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from embreg.serving import load
+    from embreg.serving.cli import checked_out, load_run
 
+    checked_out(args, [args.input])
     if args.input is not None:
         source = Path(args.input)
         if not source.is_file():
@@ -97,7 +100,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         text = source.read_text(encoding="utf-8")
     else:
         text = sys.stdin.read()
-    run = load(args.run, checkpoint=args.checkpoint, device=args.device)
+    run = load_run(args)
     translations = run.translate(text.splitlines(), beam=args.beam, alpha=args.alpha, beta=args.beta)
     written = "".join(f"{line}\n" for line in translations)
     if args.out:

@@ -10,6 +10,8 @@ classification     ``label`` (the class names)
 ctr                one per categorical field, by its column name (click files only: the registry
                    tables do not keep their values by name)
 regression         none
+tagging            ``token`` (the training vocabulary: ``<pad>``, ``<unk>``, then the tokens, most frequent
+                   first) and ``tag`` (the tag names in the order of the CRF's tag ids)
 =================  ==================================================================
 
 Example:
@@ -47,6 +49,9 @@ def task_vocabularies(recipe: Any, prepared: Any) -> dict[str, IdVocabulary]:
             f"label_{name}": IdVocabulary(f"label_{name}", list(prepared.task.class_names(k)))
             for k, (name, _) in enumerate(prepared.task.targets)
         }
+    if task == "tagging":
+        corpus = prepared.corpus
+        return {"token": IdVocabulary("token", list(corpus.vocab)), "tag": IdVocabulary("tag", list(corpus.tags))}
     if task == "classification":
         names = prepared.task.label_names or tuple(str(i) for i in range(prepared.task.num_labels))
         return {"label": IdVocabulary("label", list(names))}

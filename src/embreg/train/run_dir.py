@@ -12,7 +12,10 @@ A single-seed run directory holds:
 ``report.md``          a short human-readable report
 ``metrics.csv``        the history as a table, when ``train.log_to`` lists ``csv`` (:mod:`embreg.train.loggers`)
 ``tensorboard/``       TensorBoard event files, when ``train.log_to`` lists ``tensorboard``
-``run.json``           how the run was started: its layout (``single`` or ``seeds``) and world size
+``run.json``           how the run was started: its layout (``single`` or ``seeds``), world size and the
+                       resolved config it trains with (``config``); and where it stands: ``status`` is
+                       ``training``, then ``finished`` once ``metrics.json`` is final, or ``failed`` (with the
+                       ``error``) when training diverged or its final metrics are not finite
 ``backends.json``      which backend each C++ kernel took (:func:`embreg._native.backend_record`)
 ``steps.csv``          training loss and learning rate every ``train.log_every`` steps, with ``log_to: [csv]``
 ``.lock``              present while a run writes here (:meth:`RunDirectory.lock`)
@@ -69,6 +72,7 @@ __all__ = [
     "RUN_ENTRIES",
     "RunDirectoryLockedError",
     "RunDirectoryInUseError",
+    "RUN_STATUSES",
 ]
 
 CONFIG = "config.yaml"
@@ -108,6 +112,8 @@ RUN_ENTRIES = frozenset(
     }
 )
 """The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""
+RUN_STATUSES = ("training", "finished", "failed")
+"""The ``status`` a single-seed run's ``run.json`` holds (:meth:`RunDirectory.write_status`)."""
 _SEED_DIR = re.compile(r"seed-\d+")
 
 
@@ -149,6 +155,8 @@ class RunDirectory:
 
         Raises:
             RunDirectoryLockedError: another run holds the lock (the message names the directory and its pid).
+            OutputPathError: the path is a file, or lies below one
+                (:func:`embreg.train.output_paths.check_output_directory`).
 
         Example:
             >>> import tempfile
@@ -161,6 +169,9 @@ class RunDirectory:
             ...             print("refused:", "another run is writing" in str(error))
             refused: True
         """
+        from embreg.train.output_paths import check_output_directory
+
+        check_output_directory(self.path, "run directory")
         path = self.file(LOCK)
 
         def refused(holder: str) -> RunDirectoryLockedError:
@@ -282,6 +293,20 @@ class RunDirectory:
     def write_run_record(self, record: Mapping[str, Any]) -> Path:
         """``run.json``: how the run was started (``layout``, ``world_size``), compared when it is resumed."""
         return atomic_write_json(self.file(RUN_RECORD), dict(record))
+
+    def write_status(self, status: str, error: str | None = None) -> Path:
+        """Sets ``status`` (one of :data:`RUN_STATUSES`) in ``run.json``, with ``error`` for ``failed``.
+
+        Raises:
+            ValueError: an unknown status.
+        """
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status {status!r} must be one of {', '.join(RUN_STATUSES)}")
+        record = {key: value for key, value in (self.read_run_record() or {}).items() if key != "error"}
+        record["status"] = status
+        if error is not None:
+            record["error"] = error
+        return self.write_run_record(record)
 
     def read_run_record(self) -> dict[str, Any] | None:
         """``run.json`` (``None`` when the directory has none, e.g. a run of an older version).

@@ -238,7 +238,7 @@ class _TextTask(TaskAdapter):
         "weight_decay": 0.01,
         "clip_norm": 1.0,
         "patience": None,
-        "keep_checkpoints": "none",
+        "keep_checkpoints": "best",  # the fine-tuned model stays servable (embreg predict, export)
     }
 
     def prepare(self, recipe) -> PreparedText:

@@ -1,6 +1,7 @@
 """The Python examples of the user guide and the contributor page run as written; the pages name real things."""
 
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,21 @@ def test_contributor_page_names_files_that_exist():
 
 # -- every repository path the README and the docs name exists -------------------------------------------------------
 
-TOP_LEVEL = sorted({p.name for p in ROOT.iterdir() if p.name != ".git"} | {"embreg"})
-"""First path components that make a backticked span a repository path (``embreg/...`` is the package, under src/)."""
+
+def top_level_entries(root: Path) -> list[str]:
+    """First path components that make a backticked span a repository path: the entries of ``root`` but ``.git``
+    and those its ``.gitignore`` names (a run's output such as ``runs/``, which ``embreg demo`` writes into the
+    repository root, is no repository folder), and ``embreg`` (the package, under src/)."""
+    ignore = root / ".gitignore"
+    patterns = [line.strip().strip("/") for line in ignore.read_text().splitlines()] if ignore.is_file() else []
+    patterns = [p for p in patterns if p and not p.startswith(("#", "!")) and "/" not in p]
+    return sorted(
+        {p.name for p in root.iterdir() if p.name != ".git" and not any(fnmatch(p.name, q) for q in patterns)}
+        | {"embreg"}
+    )
+
+
+TOP_LEVEL = top_level_entries(ROOT)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE_SPAN = re.compile(r"(?<!`)`([^`\s]+)`(?!`)")
 FENCE = re.compile(r"^```.*?^```", flags=re.S | re.M)
@@ -65,7 +79,7 @@ def _checked_prefix(path: str) -> str:
     return path if cut == len(path) else path[: path.rfind("/", 0, cut) + 1]
 
 
-def repository_paths(page: Path) -> list[tuple[str, Path]]:
+def repository_paths(page: Path, top_level: list[str] = TOP_LEVEL) -> list[tuple[str, Path]]:
     """``(as written, resolved)`` for every repository path a markdown page names outside its fenced code blocks.
 
     A path is (1) the target of a relative link ``[text](target)`` (not ``http(s):``, ``mailto:`` or ``#anchor``),
@@ -85,7 +99,7 @@ def repository_paths(page: Path) -> list[tuple[str, Path]]:
         first = span.split("/")[0]
         if span.startswith("../"):
             found.append((span, page.parent / _checked_prefix(span)))
-        elif "/" in span and first in TOP_LEVEL or span in TOP_LEVEL:
+        elif "/" in span and first in top_level or span in top_level:
             base = ROOT / "src" if first == "embreg" else ROOT
             found.append((span, base / _checked_prefix(span.rstrip(":,."))))
     return found
@@ -99,6 +113,28 @@ def test_every_repository_path_a_page_names_exists(page: Path) -> None:
         if not resolved.is_relative_to(ROOT) or not resolved.exists():
             bad.append(written)
     assert not bad, f"{page.relative_to(ROOT)} names paths that are not in the repository: {sorted(set(bad))}"
+
+
+def test_a_run_folder_in_the_repository_root_is_no_repository_path(tmp_path: Path) -> None:
+    """README command 1 (``embreg demo``) leaves ``runs/`` in the repository root; the path check of command 2
+    must still pass, whichever ran first: pages name ``runs/mf`` as an example output, not a repository file."""
+    (tmp_path / ".gitignore").write_text("__pycache__/\nruns/\n/.whl/\n")
+    for folder in ("src", "docs", "runs", "__pycache__"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "README.md").write_text("`embreg run mf --out runs/mf`, then `runs/mf/metrics.json` and `docs/x.md`\n")
+    top_level = top_level_entries(tmp_path)
+    assert top_level == [".gitignore", "README.md", "docs", "embreg", "src"]
+    assert [w for w, _ in repository_paths(tmp_path / "README.md", top_level)] == ["docs/x.md"]
+    runs = ROOT / "runs"
+    made = not runs.exists()
+    runs.mkdir(exist_ok=True)  # as after README command 1
+    try:
+        assert "runs" not in top_level_entries(ROOT)
+        for page in _doc_pages():
+            test_every_repository_path_a_page_names_exists(page)
+    finally:
+        if made:
+            runs.rmdir()
 
 
 def test_the_path_rule_sees_links_spans_templates_and_outside_paths(tmp_path: Path) -> None:

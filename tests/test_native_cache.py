@@ -104,3 +104,66 @@ def test_a_run_records_the_sse_backend_it_drew_with(monkeypatch, tmp_path, mode:
     record = json.loads((tmp_path / "run" / "backends.json").read_text())
     assert record["sse_backend"] == {"off": "torch", "on": "cpp"}[mode]
     assert "sse_backend" not in json.loads((tmp_path / "run" / "metrics.json").read_text())
+
+
+# -- a resume draws on the backends its run drew with ------------------------------------------------------------------
+
+SSE_RUN = ["data.max_rows=2000", "train.epochs=2", "train.progress=false", "index_transforms.item={name: sse-se}"]
+
+
+def _interrupted_after_epoch_0(recipe, out, monkeypatch) -> None:
+    from embreg.train.trainer import Trainer
+
+    step = Trainer._step_on_device
+
+    def interrupted(self, batch, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt  # after epoch 0's last.safetensors, before any step of epoch 1
+        return step(self, batch, epoch)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_step_on_device", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_single(recipe, out)
+
+
+@pytest.mark.parametrize("drew, resumed", [("auto", "off"), ("off", "auto")])
+def test_a_resume_under_another_sse_backend_is_refused_before_any_update(monkeypatch, tmp_path, drew, resumed):
+    from embreg.errors import EmbregError
+
+    _built_sse_kernel()
+    recipe = load_recipe("mf", SSE_RUN)
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", drew)
+    whole = run_single(recipe, tmp_path / "whole")
+    _interrupted_after_epoch_0(recipe, tmp_path / "split", monkeypatch)
+    run = tmp_path / "split"
+    expected = {"auto": "cpp", "off": "torch"}[drew]
+    assert json.loads((run / "backends.json").read_text())["sse_backend"] == expected  # kept by the interrupted run
+    kept = {name: (run / name).read_bytes() for name in ("last.safetensors", "history.jsonl", "backends.json")}
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", resumed)
+    fix = {"off": "unset EMBREG_SSE_KERNEL", "auto": "set EMBREG_SSE_KERNEL=off"}[resumed]
+    with pytest.raises(EmbregError, match=rf"drew with the '{expected}' backend .*: {fix}"):
+        run_single(recipe, run, resume=True)
+    assert {name: (run / name).read_bytes() for name in kept} == kept  # nothing trained, nothing rewritten
+    monkeypatch.setenv("EMBREG_SSE_KERNEL", drew)
+    resumed_run = run_single(recipe, run, resume=True)
+    assert resumed_run.metrics["test_rmse"] == whole.metrics["test_rmse"]
+    assert json.loads((run / "backends.json").read_text())["sse_backend"] == expected
+
+
+def test_a_backend_expectation_names_a_failed_build_and_records_merge(monkeypatch) -> None:
+    from embreg.errors import EmbregError
+
+    kernel = _native.NativeKernel("demo", Path("demo.cpp"), "EMBREG_DEMO_KERNEL", "demo", record_key="demo")
+    try:
+        monkeypatch.setenv("EMBREG_DEMO_KERNEL", "auto")
+        with _native.expected_backends({"demo_backend": "cpp", "sse_backend": "unused"}):
+            with pytest.warns(RuntimeWarning, match="could not build"):
+                with pytest.raises(
+                    EmbregError, match=r"'cpp' backend .*\(the kernel could not be built: .*make it build"
+                ):
+                    kernel.load()  # demo.cpp does not exist
+        assert kernel.load() is None  # outside a resume nothing is expected
+        assert _native.merged_backend_record({"demo_backend": "cpp"})["demo_backend"] == "torch+cpp"
+    finally:
+        _native._RECORDED.pop("demo")

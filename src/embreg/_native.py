@@ -32,7 +32,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -41,13 +41,24 @@ import torch
 from embreg._locking import hold_lock
 from embreg.errors import EmbregError
 
-__all__ = ["NativeKernel", "SHARED_HEADERS", "backend_record", "kernel_dir", "record_backend"]
+__all__ = [
+    "NativeKernel",
+    "SHARED_HEADERS",
+    "backend_record",
+    "kernel_dir",
+    "record_backend",
+    "expected_backends",
+    "check_backend",
+    "merged_backend_record",
+]
 
 _MODES = ("auto", "off", "on")
 # Headers every kernel may include (e.g. ``embreg_errors.h``); their text enters every kernel's cache key.
 SHARED_HEADERS = Path(__file__).with_name("_csrc")
 # What each recorded backend reports, by its key in the run record (see backend_record and record_backend).
 _RECORDED: dict[str, Callable[[], str]] = {}
+# The backend each kernel must take while a resumed run continues (expected_backends), by record key.
+_EXPECTED: dict[str, str] = {}
 # A lock file that cannot be created for these reasons means a cache this process cannot write.
 _READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -84,9 +95,81 @@ def backend_record() -> dict[str, str]:
     return {f"{key}_backend": probe() for key, probe in sorted(_RECORDED.items())}
 
 
+def merged_backend_record(stored: Mapping[str, str] | None) -> dict[str, str]:
+    """:func:`backend_record` of this process joined with ``stored``, the record of the run's earlier sessions:
+    each key lists every backend any session took (``triton+torch``), ``unused`` where none took one, so a resumed
+    run's ``backends.json`` describes the whole run rather than its last session.
+
+    Example:
+        >>> merged_backend_record({"sse_backend": "cpp", "gone_backend": "torch"})["gone_backend"]
+        'torch'
+    """
+    now = backend_record()
+    merged = {}
+    for key in sorted({*now, *(stored or {})}):
+        values = {*(stored or {}).get(key, "unused").split("+"), *now.get(key, "unused").split("+")} - {"unused"}
+        merged[key] = "+".join(sorted(values, reverse=True)) or "unused"
+    return merged
+
+
 def record_backend(key: str, probe: Callable[[], str]) -> None:
     """Adds ``{key}_backend: probe()`` to :func:`backend_record` (e.g. the CUDA SSE sampler, which is no C++ kernel)."""
     _RECORDED[key] = probe
+
+
+@contextlib.contextmanager
+def expected_backends(record: Mapping[str, str]) -> Iterator[None]:
+    """While open, each kernel that ``record`` (a stored :func:`backend_record`) names with one backend must take
+    that backend when it is first asked for; another one raises (:func:`check_backend`).
+
+    A resumed run opens it with the record its directory kept: its SSE swaps continue the random streams of the
+    backend that drew them, or it stops at its first draw, before any update, with an error saying how to get that
+    backend back. Kernels the record lists as ``unused`` (or as several backends) are not checked.
+
+    Example:
+        >>> with expected_backends({"sse_backend": "cpp", "md_backend": "unused"}):
+        ...     sorted(_EXPECTED)
+        ['sse']
+        >>> _EXPECTED
+        {}
+    """
+    previous = dict(_EXPECTED)
+    _EXPECTED.clear()
+    _EXPECTED.update(
+        {
+            key.removesuffix("_backend"): value
+            for key, value in record.items()
+            if key.endswith("_backend") and value != "unused" and "+" not in value
+        }
+    )
+    try:
+        yield
+    finally:
+        _EXPECTED.clear()
+        _EXPECTED.update(previous)
+
+
+def check_backend(key: str, actual: str, why: str, fix: str) -> None:
+    """Raises :class:`EmbregError` when a resumed run expects kernel ``key`` on another backend than ``actual``.
+
+    Checked once per :func:`expected_backends` (a match is forgotten, so later calls cost a dict lookup).
+
+    Args:
+        key: the kernel's record key (``sse``, ``sse_cuda``, ``md``, ``mf_step``).
+        actual: the backend this process takes.
+        why: why it takes it (``EMBREG_SSE_KERNEL=off``, a failed build ...).
+        fix: how to get the expected backend back.
+    """
+    expected = _EXPECTED.get(key)
+    if expected is None:
+        return
+    if actual != expected:
+        raise EmbregError(
+            f"this run's {key} kernel drew with the {expected!r} backend ({key}_backend in backends.json), but this "
+            f"process takes {actual!r} ({why}); the backends do not compute the same numbers (the SSE samplers "
+            f"draw different random streams), so the resumed run would differ from an uninterrupted one: {fix}"
+        )
+    del _EXPECTED[key]
 
 
 def _openmp_flags() -> list[str]:
@@ -139,6 +222,7 @@ class NativeKernel:
         self._loaded: ModuleType | None = None
         self._failure: str | None = None
         self._asked_off = False
+        self._record_key = record_key
         if record_key is not None:
             record_backend(record_key, self.backend)
 
@@ -157,6 +241,8 @@ class NativeKernel:
         mode = self.mode()
         if mode == "off":
             self._asked_off = True
+            if self._record_key in _EXPECTED:
+                self._check_expected(mode)
             return None
         if self._loaded is None and self._failure is None:
             try:
@@ -172,7 +258,22 @@ class NativeKernel:
                     )
         if self._loaded is None and mode == "on":
             raise EmbregError(f"{self.env_var}=on but the fused {self.what} kernel could not be built: {self._failure}")
+        if self._record_key in _EXPECTED:
+            self._check_expected(mode)
         return self._loaded
+
+    def _check_expected(self, mode: str) -> None:
+        """:func:`check_backend` of this kernel's backend now, with the reason and the remedy in its terms."""
+        if mode == "off":
+            why, fix = f"{self.env_var}=off", f"unset {self.env_var} (or set it to auto)"
+        elif self._loaded is not None:
+            why, fix = "the kernel builds here", f"set {self.env_var}=off"
+        else:
+            reason = (self._failure or "").splitlines()[0][:200] if self._failure else "not built"
+            why = f"the kernel could not be built: {reason}"
+            fix = f"make it build here (a C++ compiler and ninja; {self.env_var}=on shows why it fails)"
+        actual = "cpp" if mode != "off" and self._loaded is not None else "torch"
+        check_backend(str(self._record_key), actual, why, fix)
 
     def backend(self) -> str:
         """``cpp``, ``torch`` or ``unused``: what served this kernel's calls in this process (see

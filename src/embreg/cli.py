@@ -179,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for key, value in best["params"].items():
         print(f"  {key} = {value}")
     if best["failed"]:
-        print(f"{best['failed']} of {args.trials} trials failed (training diverged); their errors are in trials.csv")
+        print(f"{best['failed']} of {args.trials} trials failed; their errors are in trials.csv")
     print(f"trials and best values: {out}")
     return 0
 
@@ -214,14 +214,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train a recipe (one seed, or several with --seeds)")
     run.add_argument("recipe", help="a shipped recipe name (embreg list) or a YAML file")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
-    run.add_argument("--seeds", type=positive_int, default=1, help="number of training seeds (train.seed, +1, ...)")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (data.path=FILE trains on your file: the shipped recipe's sizes you do not set "
+        "give way when the file is too small, data.fit_to_file; a value you set is used as given)",
+    )
+    run.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="number of training seeds (train.seed, +1, ...); with --resume at least as many as the run holds",
+    )
     run.add_argument("--out", help="run directory (default runs/<recipe>-<time>-<random>); one run's alone")
     again = run.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out (its config must match, but for more epochs, device, precision, loggers ...)",
+        help="continue the run in --out (its config must match, but for more epochs, device, precision, loggers ...; "
+        "its kernels must take the backends it drew with, see backends.json)",
     )
     again.add_argument(
         "--overwrite", action="store_true", help="delete the run in --out first (only a run's own files are deleted)"
@@ -257,7 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="tune a recipe's 'search' space on the validation split (Optuna)")
     sweep.add_argument("recipe")
-    sweep.add_argument("--trials", type=int, default=20)
+    sweep.add_argument(
+        "--trials",
+        type=int,
+        default=20,
+        help="trials to run; one that fails (diverges, overflows, a refused value) is recorded in trials.csv and the "
+        "search goes on",
+    )
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sweep.add_argument("--seed", type=int, default=0, help="sampler seed")
     sweep.add_argument("--out")

@@ -107,6 +107,28 @@ def test_any_local_checkpoint_directory_loads(tmp_path: Path) -> None:
     assert model(tensors).predictions.shape == (2, 2)
 
 
+def test_a_checkpoint_whose_weights_are_a_pickle_is_one_line_naming_the_conversion(tmp_path: Path, capsys) -> None:
+    """A folder with only ``pytorch_model.bin``: no pickle is read, and ``embreg run`` says why in one line."""
+    from safetensors.torch import load_file
+
+    from embreg.cli import main
+    from tests.helpers.finetune_tiny import tiny_checkpoint
+
+    directory = tiny_checkpoint(tmp_path / "pickled")
+    torch.save(load_file(directory / "model.safetensors"), directory / "pytorch_model.bin")
+    (directory / "model.safetensors").unlink()
+    capsys.readouterr()  # transformers' own progress while the checkpoint was saved
+    with pytest.raises(DataError, match=r"only as pytorch_model.bin \(a pickle.*embreg loads safetensors only"):
+        load_pretrained(directory)
+    argv = ["run", "ft-polarity", "--set", f"model.pretrained={directory}", "--set", "train.progress=false"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embreg: error: ") and err.count("\n") == 1 and "save_pretrained" in err, err
+    (directory / "pytorch_model.bin").unlink()
+    with pytest.raises(DataError, match="has no model.safetensors"):
+        load_pretrained(directory)
+
+
 @pytest.mark.integration
 def test_real_minilm_loads_offline_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     registry.fetch_pretrained("all-minilm-l6-v2", progress=False)

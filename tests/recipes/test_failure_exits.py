@@ -99,6 +99,14 @@ def test_a_broken_pipe_that_is_not_stdout_is_not_hidden(monkeypatch, capfd):
         main(["list"])
 
 
+@pytest.mark.parametrize("lr", ["1e38", "nan", "inf"])
+def test_an_absurd_learning_rate_is_one_line_before_anything_runs(tmp_path, capsys, lr):
+    assert main(["run", "mf", *set_args([*QUICK, f"train.lr={lr}"]), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embreg: error: train: train.lr=") and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
 # -- non-finite results ---------------------------------------------------------------------------------------------
 
 
@@ -128,7 +136,7 @@ def test_non_finite_final_metric_exits_non_zero_and_the_run_is_not_finished(
     assert main(["run", "mf", *set_args(QUICK), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("embreg: error: the run's final test_rmse is nan; the model's weights are finite"), err
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 and "a learning rate too high (train.lr=" in err and "the split cannot" in err
     assert "wall_seconds" not in (out / "metrics.json").read_text()  # resume will not take it for finished
 
 
@@ -162,7 +170,7 @@ def test_sweep_with_one_diverging_trial_completes_and_counts_it(tmp_path, capsys
     out = tmp_path / "sweep"
     assert main(["sweep", "mf", "--trials", "3", *set_args(QUICK), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "1 of 3 trials failed (training diverged)" in printed and "best val_rmse = " in printed
+    assert "1 of 3 trials failed; their errors are in trials.csv" in printed and "best val_rmse = " in printed
     states = [trial.state for trial in studies[0].trials]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE]
     assert "non-finite" in studies[0].trials[1].user_attrs["error"]
@@ -172,6 +180,51 @@ def test_sweep_with_one_diverging_trial_completes_and_counts_it(tmp_path, capsys
     assert [row["state"] for row in rows] == ["complete", "failed", "complete"]
     assert rows[1]["val_rmse"] == "" and "weights became non-finite" in rows[1]["error"]
     assert (out / "best.yaml").exists()
+
+
+def test_sweep_trial_that_raises_anything_fails_and_the_sweep_goes_on(tmp_path, capsys, restore_threads, monkeypatch):
+    """An overflow inside the optimizer (a RuntimeError, not a TrainingError) fails its trial only."""
+    optuna = pytest.importorskip("optuna")
+    import embreg.recipes.run as run
+
+    studies = []
+    create = optuna.create_study
+    monkeypatch.setattr(optuna, "create_study", lambda **kw: studies.append(create(**kw)) or studies[-1])
+    single, calls = run.run_single, [0]
+
+    def overflow_on_second(recipe, out_dir, **kwargs):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise RuntimeError("value cannot be converted to type float\nwithout overflow")
+        return single(recipe, out_dir, **kwargs)
+
+    monkeypatch.setattr(run, "run_single", overflow_on_second)
+    out = tmp_path / "sweep"
+    assert main(["sweep", "mf", "--trials", "3", *set_args(QUICK), "--out", str(out)]) == 0
+    assert "1 of 3 trials failed" in capsys.readouterr().out
+    failed = studies[0].trials[1]
+    assert failed.state == optuna.trial.TrialState.FAIL
+    assert failed.user_attrs["error"] == "RuntimeError: value cannot be converted to type float without overflow"
+    assert (out / "best.yaml").exists()
+
+
+def test_sweep_trial_whose_sampled_values_are_refused_fails_alone(tmp_path, capsys, restore_threads):
+    """A search space reaching learning rates the recipe refuses: those trials fail, the others are kept."""
+    pytest.importorskip("optuna")
+    recipe = tmp_path / "wide.yaml"
+    recipe.write_text(
+        "name: wide\ntask: rating\ndata: {dataset: ml-100k}\nmodel: {name: mf, dim: 8}\n"
+        "search:\n  train.lr: {type: categorical, choices: [0.001, 1.0e+38]}\n"
+    )
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(recipe), "--trials", "4", *set_args(QUICK), "--out", str(out)]) == 0
+    import csv
+
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    states = {row["train.lr"]: row["state"] for row in rows}
+    assert states == {"0.001": "complete", "1e+38": "failed"}, rows
+    assert all("train.lr=1e+38 must be in (0, 1000]" in r["error"] for r in rows if r["state"] == "failed")
+    assert "train:\n  epochs: 1\n" in (out / "best.yaml").read_text()
 
 
 def test_sweep_whose_every_trial_diverges_exits_non_zero(tmp_path, capsys, restore_threads, monkeypatch):

@@ -246,6 +246,32 @@ def test_seeds_resume_with_a_changed_config_is_refused(two_seed_run, tmp_path, c
     assert _snapshot(out) == before
 
 
+def test_resuming_with_fewer_seeds_than_the_run_holds_is_refused(two_seed_run, tmp_path):
+    """``--seeds 1 --resume`` of a 2-seed run would summarise one seed and leave the other unsummarised."""
+    out = _copy(two_seed_run, tmp_path)
+    before = _snapshot(out)
+    with pytest.raises(ConfigError, match=r"with --seeds 1: it holds 2 seed run\(s\) \(seed-0 .. seed-1\).*--seeds 2"):
+        run_seeds(load_recipe("mf", QUICK), out, 1, resume=True)
+    assert _snapshot(out) == before
+    summary = json.loads((out / "summary.json").read_text())
+    assert run_seeds(load_recipe("mf", QUICK), out, 2, resume=True) == summary  # the same seeds: read back
+    assert len(summary["test_rmse"]["values"]) == 2
+
+
+def test_a_run_written_before_a_config_key_existed_resumes(tmp_path):
+    """A key the stored config lacks and the new one holds empty (``data.fit_to_file: []``) is no difference."""
+    recipe = load_recipe("sasrec")
+    files = RunDirectory(tmp_path / "run")
+    config = to_dict(recipe)
+    assert config["data"].pop("fit_to_file") == []
+    files.write_config(config)
+    check_resume(files, recipe, layout="single", world_size=1)
+    config["data"]["fit_to_file"] = ["eval_negatives"]
+    files.write_config(config)
+    with pytest.raises(ConfigError, match=r"data.fit_to_file: \["):
+        check_resume(files, recipe, layout="single", world_size=1)
+
+
 def test_a_seed_whose_stored_config_differs_is_refused(two_seed_run, tmp_path):
     out = _copy(two_seed_run, tmp_path)
     config = RunDirectory(out / "seed-1").read_config()

@@ -158,3 +158,41 @@ def test_a_small_labelled_file_names_the_set_that_fits(tmp_path):
     explicit = load_recipe("ft-polarity", sizes)
     with pytest.raises(ConfigError, match="--set data.valid_size=5 --set data.test_size=5 --set data.train_size=40"):
         load_text_task(explicit)
+
+
+def _three_labels(path, n=60):
+    path.write_text("text,label\n" + "".join(f"text number {i},{('neg', 'neu', 'pos')[i % 3]}\n" for i in range(n)))
+    return path
+
+
+def test_three_labels_under_a_binary_task_are_refused_naming_the_labels(tmp_path, capsys):
+    """config.yaml must say what the run trains: data.task=binary with a 3-class file is a one-line error."""
+    path = _three_labels(tmp_path / "three.csv")
+    args = ["run", "ft-polarity", "--set", f"data.path={path}", "--set", "train.progress=false"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("embreg: error: data.task='binary' needs two classes, but "), err
+    assert "has 3 labels: neg, neu, pos; set data.task=multiclass" in err
+    assert not (tmp_path / "run" / "config.yaml").exists()
+    task = load_text_task(load_recipe("ft-polarity", [f"data.path={path}", "data.task=multiclass"]))
+    assert task.num_labels == 3
+    two = _labelled(tmp_path / "two.csv", 60)
+    recipe = load_recipe("ft-polarity", [f"data.path={two}", "data.task=multiclass"])
+    with pytest.raises(
+        ConfigError, match="'multiclass' is for three or more classes, but .* 2 labels: 0, 1; set data.task=binary"
+    ):
+        recipe.adapter.prepare(recipe)
+
+
+def test_a_file_states_its_labels_with_binary_multiclass_or_regression(tmp_path):
+    path = _labelled(tmp_path / "l.csv", 60)
+    with pytest.raises(ConfigError, match="data.task='rating' names the reviews' 5 star classes"):
+        load_recipe("ft-polarity", [f"data.path={path}", "data.task=rating"])
+    with pytest.raises(ConfigError, match="task: regression needs data.task='regression' on reviews or a file"):
+        load_recipe("ft-polarity", [f"data.path={path}", "task=regression"])
+    with pytest.raises(ConfigError, match="data.task='multiclass' is for a file's labels"):
+        load_recipe("ft-reviews", ["data.task=multiclass"])
+    assert (
+        load_recipe("ft-polarity", [f"data.path={path}", "task=regression", "data.task=regression"]).task
+        == "regression"
+    )

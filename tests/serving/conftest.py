@@ -125,6 +125,7 @@ def trained(serving_dir: Path) -> Callable[[str], Path]:
             (data / "scores.csv").write_text("\n".join(rows) + "\n")
             return "ft-polarity", [
                 "task=regression",
+                "data.task=regression",
                 f"data.path={data / 'scores.csv'}",
                 "data.valid_size=16",
                 "data.test_size=16",

@@ -183,9 +183,12 @@ def test_a_resumed_run_that_finished_is_served(stopped_run: Path, tmp_path: Path
 
 
 def test_a_failed_run_is_refused_unless_allowed(tmp_path: Path, capsys) -> None:
+    from tests.helpers.trainers import poison_last_step
+
     out = tmp_path / "failed"
-    with pytest.raises(TrainingError):
-        run_single(load_recipe("mf", [*QUICK, "train.epochs=2", "train.lr=1e30"]), out)
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(TrainingError):
+        poison_last_step(patch)  # epoch 1's last update makes a weight NaN: epoch 0 is the last good checkpoint
+        run_single(load_recipe("mf", [*QUICK, "train.epochs=2"]), out)
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "failed" and record["error"]
     with pytest.raises(UnservableRunError, match=r"failed \(.*\): its last.safetensors holds epoch 0 .*--allow-failed"):

@@ -76,8 +76,10 @@ def test_non_finite_parameters_names_them():
 def test_final_metrics_check():
     model = torch.nn.Linear(1, 1)
     check_final_metrics({"val_auc": 0.7, "test_auc": 0.6, "test_mse_rare": math.nan}, "val_auc", model)  # passes
-    with pytest.raises(TrainingError, match=r"final val_auc is nan; the model's weights are finite, so the split"):
-        check_final_metrics({"val_auc": math.nan, "test_auc": 0.6}, "val_auc", model)
+    with pytest.raises(TrainingError, match=r"final val_auc is nan; the model's weights are finite, so either") as e:
+        check_final_metrics({"val_auc": math.nan, "test_auc": 0.6}, "val_auc", model, lr=1e30)
+    message = str(e.value)  # both causes: a learning rate too high (named) and a split that cannot define it
+    assert "a learning rate too high (train.lr=1e+30)" in message and "the split cannot define this metric" in message
     with torch.no_grad():
         model.weight.fill_(math.nan)
     with pytest.raises(TrainingError, match=r"final test_rmse is inf; the model's weights are not finite \(weight\)"):

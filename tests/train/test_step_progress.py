@@ -38,33 +38,34 @@ def data():
 
 def _bars(monkeypatch) -> list[dict]:
     made: list[dict] = []
-    real = trainer_module.tqdm
+    real = trainer_module.progress
 
-    def recording(*args, **kwargs):
-        bar = real(*args, **kwargs)
-        made.append({"kwargs": kwargs, "bar": bar})
+    def recording(total, desc, **kwargs):
+        bar = real(total, desc, **kwargs)
+        made.append({"total": total, "desc": desc, "kwargs": kwargs, "bar": bar})
         return bar
 
-    monkeypatch.setattr(trainer_module, "tqdm", recording)
+    monkeypatch.setattr(trainer_module, "progress", recording)
     return made
 
 
-def test_progress_shows_a_bar_over_each_epochs_steps_on_stderr(data, monkeypatch, capsys):
+def test_progress_shows_each_epochs_steps_on_stderr(data, monkeypatch, capsys):
     made = _bars(monkeypatch)
     trainer = _make(data, epochs=2, progress=True)
     trainer.fit()
-    steps = [m for m in made if m["kwargs"].get("unit") == "step"]
-    assert len(steps) == 2 and all(not m["kwargs"]["disable"] for m in steps)
+    steps = [m for m in made if m["kwargs"].get("unit") == "steps"]
+    assert len(steps) == 2 and all(m["kwargs"]["enabled"] for m in steps)
     assert [m["bar"].n for m in steps] == [len(trainer.batches)] * 2  # updated once per step
-    assert [m["kwargs"]["total"] for m in steps] == [len(trainer.batches)] * 2
-    assert "epoch 0" in capsys.readouterr().err
+    assert [m["total"] for m in steps] == [len(trainer.batches)] * 2
+    err = capsys.readouterr().err
+    assert "epoch 0: " in err and "epochs: 2/2 epochs" in err  # captured stderr is no terminal: plain lines
 
 
 def test_without_progress_no_bar_shows(data, monkeypatch, capsys):
     made = _bars(monkeypatch)
     _make(data, epochs=1, progress=False).fit()
-    assert made and all(m["kwargs"]["disable"] for m in made)
-    assert "step" not in capsys.readouterr().err
+    assert made and not any(m["kwargs"]["enabled"] for m in made)
+    assert capsys.readouterr().err == ""
 
 
 def test_every_shipped_recipe_shows_progress_within_its_epochs():

@@ -28,10 +28,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from embreg.data.cache import downloads_dir, sha256_file
 from embreg.errors import DataError
+from embreg.progress import progress as progress_bar
 
 ArchiveConverter = Callable[[zipfile.ZipFile, Path], None]
 """Writes canonical files into the directory from an opened archive."""
@@ -76,7 +75,7 @@ def download_url(url: str, target: Path, *, timeout: float, progress: bool) -> P
         url: http(s) or file URL.
         target: destination path; its directory must exist.
         timeout: seconds allowed for connecting and for each read.
-        progress: show a tqdm bar sized from Content-Length.
+        progress: show progress sized from Content-Length (a bar on a terminal, else a line per quarter).
 
     Returns:
         ``target``.
@@ -91,13 +90,14 @@ def download_url(url: str, target: Path, *, timeout: float, progress: bool) -> P
         total = response.headers.get("Content-Length")
         with (
             open(partial, "wb") as out,
-            tqdm(
-                total=int(total) if total and total.isdigit() else None,
+            progress_bar(
+                int(total) if total and total.isdigit() else None,
+                target.name,
                 unit="B",
-                unit_scale=True,
-                desc=target.name,
-                disable=not progress,
+                enabled=progress,
+                every=0.25,
                 leave=False,
+                unit_scale=True,
             ) as bar,
         ):
             for block in iter(lambda: response.read(1 << 16), b""):

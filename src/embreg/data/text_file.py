@@ -12,9 +12,12 @@ row. Every bad input raises :class:`~embreg.errors.DataError`.
 
 Small files: with the default evaluation sizes (``valid_size``/``test_size`` left ``None``: 1000 each), a file of
 fewer than 2001 rows gets validation and test sets of 10% of its rows each (at least one row each);
-``record["eval_shrunk"]`` is then True and ``record["requested_sizes"]`` keeps the default sizes. Sizes given
-explicitly are used as given: sizes the file cannot hold (and a ``train_size`` beyond the rows left) raise
-:class:`~embreg.data.labelled_text.SplitSizeError`, whose ``fits`` names sizes that would fit.
+``record["eval_shrunk"]`` is then True and ``record["requested_sizes"]`` keeps the default sizes. Sizes named in
+``fit`` (a recipe's sizes the user did not set) give way the same: evaluation sets that leave no training row become
+10% each, and a ``train_size`` beyond the rows left becomes all of them (the 80/10/10 rule); ``record["fitted"]``
+lists each size that gave way with its value before and after. Other sizes are used as given: sizes the file
+cannot hold (and a ``train_size`` beyond the rows left) raise :class:`~embreg.data.labelled_text.SplitSizeError`,
+whose ``fits`` names sizes that would fit.
 
 Example:
     >>> import tempfile
@@ -31,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
@@ -131,6 +135,7 @@ def load_text_file(
     test_size: int | None = None,
     split_seed: int = 0,
     subset_seed: int = 0,
+    fit: Collection[str] = (),
 ) -> TextTask:
     """Read labelled texts from a CSV, TSV or parquet file and split them for fine-tuning.
 
@@ -157,6 +162,7 @@ def load_text_file(
         valid_size, test_size: sizes of the fixed validation and test sets (``None``: 1000, shrunk on small files).
         split_seed: seed of the validation and test sets.
         subset_seed: seed of the training subset (subsets of one seed are nested across ``train_size``).
+        fit: the sizes (``train_size``, ``valid_size``, ``test_size``) that give way when the file cannot hold them.
 
     Returns:
         :class:`TextTask` named ``file-<stem>``; its ``record`` holds ``dataset="file"``, ``path``, ``text_col``,
@@ -194,7 +200,8 @@ def load_text_file(
         raise DataError(
             f"{file} has {num_rows} data row(s); at least 3 are needed (one each for train, valid and test)"
         )
-    defaults = {"valid": valid_size is None, "test": test_size is None}
+    given = {"valid_size": valid_size, "test_size": test_size, "train_size": train_size}
+    defaults = {"valid": valid_size is None or "valid_size" in fit, "test": test_size is None or "test_size" in fit}
     valid_size = 1000 if valid_size is None else valid_size
     test_size = 1000 if test_size is None else test_size
     requested = {"valid": valid_size, "test": test_size}
@@ -204,6 +211,11 @@ def load_text_file(
         valid_size = small if defaults["valid"] else valid_size
         test_size = small if defaults["test"] else test_size
     pool = num_rows - valid_size - test_size
+    if "train_size" in fit and train_size is not None and pool >= 1 and train_size > pool:
+        train_size = None  # every row left
+    used = {"valid_size": valid_size, "test_size": test_size, "train_size": pool if train_size is None else train_size}
+    fitted = {key: [given[key], used[key]] for key in given if given[key] != used[key] and given[key] is not None}
+    fitted.update({key: [None, used[key]] for key in ("valid_size", "test_size") if given[key] is None and shrunk})
     if pool < 1:
         fits = {"valid_size": small, "test_size": small}
         if train_size is not None and train_size > num_rows - 2 * small:
@@ -243,6 +255,8 @@ def load_text_file(
     }
     if shrunk:
         record["requested_sizes"] = requested
+    if fitted:
+        record["fitted"] = fitted
     if kind == "classification":
         record["label_names"] = list(label_names)
     return TextTask(

@@ -51,6 +51,7 @@ __all__ = [
     "quiet_loading",
     "require_transformers",
     "encoder_source",
+    "require_safetensors",
 ]
 
 MINILM_NAME = "all-minilm-l6-v2"
@@ -300,6 +301,41 @@ def load_tokenizer(name_or_path: str | Path, *, progress: bool = True) -> Any:
     return tokenizer
 
 
+SAFETENSORS_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+"""A Hugging Face directory's weights in safetensors: one file, or the index of its shards."""
+
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+"""Weights in formats whose loading can run code (pickle) or that torch does not read."""
+
+
+def require_safetensors(directory: Path) -> None:
+    """Raises a one-line :class:`DataError` unless ``directory`` holds its weights in safetensors.
+
+    embreg loads only weights that cannot run code when read; a directory whose weights are a pickle
+    (``pytorch_model.bin``) is refused with the command that converts it (to run where the file is trusted).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     _ = (Path(tmp) / "pytorch_model.bin").write_bytes(b"")
+        ...     require_safetensors(Path(tmp))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        embreg.errors.DataError: ... holds its weights only as pytorch_model.bin (a pickle, whose loading can run code); embreg loads safetensors only. ...
+    """
+    if any((directory / name).is_file() for name in SAFETENSORS_WEIGHTS):
+        return
+    found = [name for name in PICKLED_WEIGHTS if (directory / name).is_file()]
+    if found:
+        raise DataError(
+            f"{directory} holds its weights only as {found[0]} (a pickle, whose loading can run code); embreg loads "
+            'safetensors only. Convert it once, where you trust the file: python -c "from transformers import '
+            f"AutoModel; AutoModel.from_pretrained('{directory}').save_pretrained('{directory}')\" (writes "
+            "model.safetensors)"
+        )
+    raise DataError(f"{directory} has no model.safetensors (nor model.safetensors.index.json): no weights to load")
+
+
 def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple[Any, Any]:
     """The encoder (``transformers.AutoModel``) and fast tokenizer of a registry name or a local checkpoint.
 
@@ -316,7 +352,9 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
         ``(encoder, tokenizer)``; the encoder is in eval mode as ``from_pretrained`` leaves it.
 
     Raises:
-        DataError: unknown name, a directory without ``config.json``, or a tokenizer without a fast backend.
+        DataError: unknown name, a directory without ``config.json``, weights that are not safetensors (a pickle
+            such as ``pytorch_model.bin`` is refused: :func:`require_safetensors`), or a tokenizer without a fast
+            backend.
 
     Example:
         >>> encoder, tokenizer = load_pretrained("all-minilm-l6-v2")  # doctest: +SKIP
@@ -329,10 +367,11 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
     if is_run_directory(path):
         return load_run_encoder(path, progress=progress)
     directory = checkpoint_directory(name_or_path, progress)
+    require_safetensors(directory)
     transformers = require_transformers()
     with quiet_loading():
         encoder, info = transformers.AutoModel.from_pretrained(
-            str(directory), local_files_only=True, output_loading_info=True
+            str(directory), local_files_only=True, output_loading_info=True, use_safetensors=True
         )
     missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(UNUSED_ENCODER_PARTS))
     if missing:

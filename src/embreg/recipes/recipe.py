@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -60,6 +61,11 @@ __all__ = [
     "Recipe",
     "ID_KINDS",
 ]
+
+MAX_LR = 1000.0
+"""The largest ``train.lr`` a recipe may set. The largest rate an embreg task starts from is the LSTM LM's SGD at 30
+(Merity et al.'s AWD-LSTM); a rate above 1000 is a slip (``1e3`` for ``1e-3``), never a setting, and from about
+3e37 Adam's first step (``lr / (1 - beta1)``) no longer fits a float32, which torch reports as an overflow."""
 
 ID_KINDS = ("user", "item", "token", "label", "field", "source", "target")
 """Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities).
@@ -190,8 +196,9 @@ class TrainConfig:
         batch_size: examples per step (language models: parallel token streams).
         eval_batch_size: examples (streams) per evaluation forward (``null``: the task's choice).
         lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``,
-            ``sparse-adam``). Sparse tables (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam,
-            :mod:`embreg.train.lazy_adam`; no weight decay), ``sgd`` or ``adagrad``.
+            ``sparse-adam``); ``lr`` is a finite number in ``(0, 1000]`` (:data:`MAX_LR` says why). Sparse tables
+            (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam, :mod:`embreg.train.lazy_adam`; no weight
+            decay), ``sgd`` or ``adagrad``.
         schedule: the learning-rate schedule, one of :data:`embreg.train.schedules.SCHEDULES`: ``constant``,
             ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
             lnsr-noise-stability-bert.txt, Sec. 4.3), or torch's own schedulers ``cosine``, ``cosine-restarts``,
@@ -271,8 +278,15 @@ class TrainConfig:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= 1")
         if self.eval_batch_size is not None and self.eval_batch_size < 1:
             raise ConfigError(f"train.eval_batch_size={self.eval_batch_size} must be >= 1 or null")
-        if self.lr <= 0:
-            raise ConfigError(f"train.lr={self.lr} must be > 0")
+        for name in ("lr", "weight_decay", "warmup", "min_lr", "gamma", "clip_norm"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"train.{name}={value} must be a finite number")
+        if not 0 < self.lr <= MAX_LR:
+            raise ConfigError(
+                f"train.lr={self.lr:g} must be in (0, {MAX_LR:g}] (the largest rate a task starts from is the LSTM "
+                "LM's SGD at 30)"
+            )
         if self.weight_decay < 0:
             raise ConfigError(f"train.weight_decay={self.weight_decay} must be >= 0")
         if self.optimizer == "sparse-adam" and self.weight_decay > 0:

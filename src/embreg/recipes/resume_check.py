@@ -43,6 +43,7 @@ __all__ = [
     "refused_differences",
     "epochs_change_problem",
     "check_resume",
+    "check_seed_count",
     "extends_finished_run",
     "run_record",
     "layout_of",
@@ -92,15 +93,29 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 def config_differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(key, stored value, new value)`` for every dotted key whose value differs (``'<absent>'`` where missing).
 
-    Both sides go through a YAML round trip first, as ``config.yaml`` did, so tuples and lists compare equal.
+    Both sides go through a YAML round trip first, as ``config.yaml`` did, so tuples and lists compare equal. A key
+    absent from one side and empty (``null``, ``[]``, ``{}``) on the other is no difference: a config written
+    before the key existed meant what its empty default means (e.g. ``data.fit_to_file: []``).
+
+    Example:
+        >>> config_differences({"data": {"path": None}}, {"data": {"path": None, "fit_to_file": []}})
+        []
     """
     old = flatten_config(_as_stored(stored))
     now = flatten_config(_as_stored(new))
-    return [
-        (key, old.get(key, _MISSING), now.get(key, _MISSING))
-        for key in sorted(old.keys() | now.keys())
-        if old.get(key, _MISSING) != now.get(key, _MISSING)
-    ]
+    differences = []
+    for key in sorted(old.keys() | now.keys()):
+        before, after = old.get(key, _MISSING), now.get(key, _MISSING)
+        if before == after:
+            continue
+        if before is _MISSING and _empty(after) or after is _MISSING and _empty(before):
+            continue
+        differences.append((key, before, after))
+    return differences
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, dict)) and not value)
 
 
 def safe_to_change(key: str) -> bool:
@@ -235,6 +250,27 @@ def check_resume(files: RunDirectory, recipe: Any, *, layout: str, world_size: i
             f"last.safetensors (train.keep_checkpoints={stored.get('train', {}).get('keep_checkpoints')!r} dropped "
             "it when it finished), and more epochs can only continue from there. Train afresh with --overwrite or "
             f"another --out{' and train.keep_checkpoints=all' if keep != 'all' else ''}"
+        )
+
+
+def check_seed_count(files: RunDirectory, first_seed: int, seeds: int) -> None:
+    """Refuses to resume the multi-seed run in ``files`` with fewer seeds than it has already started.
+
+    ``--seeds N --resume`` may grow a series (``--seeds 10`` extends a 5-seed run); with fewer seeds its summary
+    would cover only some of the trained seeds and leave the others beside it unsummarised.
+
+    Raises:
+        ConfigError: ``files`` holds ``seed-<s>/`` directories beyond ``first_seed + seeds - 1``, naming how many
+            seeds the run has and the ``--seeds`` that resumes it.
+    """
+    started = sorted(int(name[len("seed-") : -1]) for name in files.run_entries() if name.startswith("seed-"))
+    beyond = [seed for seed in started if seed >= first_seed + seeds]
+    if beyond:
+        count = max(started) - first_seed + 1
+        raise ConfigError(
+            f"cannot resume {files.path} with --seeds {seeds}: it holds {len(started)} seed run(s) (seed-"
+            f"{started[0]} .. seed-{started[-1]}), and its summary must cover every one of them. Resume with "
+            f"--seeds {count} (or more, to add seeds)"
         )
 
 

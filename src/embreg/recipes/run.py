@@ -34,14 +34,14 @@ from typing import Any
 
 import torch
 
-from embreg._native import backend_record
+from embreg._native import expected_backends, merged_backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError, TrainingError
 from embreg.recipes.context import BuildContext
 from embreg.recipes.ensembles import ensemble_metrics, snapshot_callbacks
 from embreg.recipes.id_kinds import build_index_transforms
 from embreg.recipes.recipe import Recipe
-from embreg.recipes.resume_check import check_resume, extends_finished_run, run_record
+from embreg.recipes.resume_check import check_resume, check_seed_count, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
 from embreg.recipes.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
@@ -60,6 +60,24 @@ __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "
 
 FINISHED_KEY = "wall_seconds"
 """A run's ``metrics.json`` holds this key once the runner has finished it (the trainer's own file does not)."""
+
+
+BACKENDS = "backends.json"
+"""Which backend each C++ kernel took over the whole run (:func:`embreg._native.merged_backend_record`)."""
+
+
+class _BackendsWriter:
+    """A step callback writing ``backends.json`` after the first step of each session, once the kernels the run
+    uses have been asked for: an interrupted run keeps the backends its swaps were drawn with, which its resume
+    must take again (:func:`embreg._native.expected_backends`)."""
+
+    def __init__(self, files: RunDirectory, earlier: dict[str, Any] | None) -> None:
+        self.files, self.earlier, self.written = files, earlier, False
+
+    def __call__(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        if not self.written:
+            self.files.write_record(BACKENDS, merged_backend_record(self.earlier))
+            self.written = True
 
 
 class BuiltRun:
@@ -285,9 +303,12 @@ def _run_single(
         files.write_run_record(run_record("single", env.world_size, to_dict(recipe)))
         for name, record in recipe.adapter.records(recipe, built.prepared).items():
             files.write_record(name, record)
+    earlier = files.read_record(BACKENDS) if files is not None and resume else None
+    record_backends = [] if files is None or not env.is_main else [_BackendsWriter(files, earlier)]
     with _failure_recorded(files):  # a run that diverged or scored NaN is failed, not finished
-        trainer = built.trainer(run_dir, loggers.callbacks(), loggers.step_callbacks())
-        result = trainer.fit(resume=resume)
+        trainer = built.trainer(run_dir, loggers.callbacks(), [*loggers.step_callbacks(), *record_backends])
+        with expected_backends(earlier or {}):  # a resumed run draws on the backends its earlier sessions drew with
+            result = trainer.fit(resume=resume)
         metrics = None
         if env.is_main:  # the task's extra evaluations run once, like the trainer's; rank 0's metrics are the run's
             metrics = recipe.adapter.finish(recipe, built.prepared, trainer, built.evaluator, dict(result.metrics))
@@ -303,9 +324,10 @@ def _run_single(
             if env.active:
                 metrics["world_size"] = env.world_size
         metrics = broadcast_from_main(metrics, env)
-        check_final_metrics(metrics, recipe.monitor[0], trainer.model)  # a run that scored NaN is not finished
+        # a run that scored NaN is not finished
+        check_final_metrics(metrics, recipe.monitor[0], trainer.model, recipe.train.lr)
     if files is not None and env.is_main:
-        files.write_record("backends.json", backend_record())  # the SSE backends draw different streams
+        files.write_record(BACKENDS, merged_backend_record(earlier))  # the SSE backends draw different streams
         files.write_metrics(metrics)
         files.write_report(_report(recipe, metrics, recipe.adapter.data_used(recipe, built.prepared)))
         files.drop_checkpoints(recipe.train.keep_checkpoints)
@@ -333,7 +355,9 @@ def run_seeds(
 
     The task's data is prepared once and shared by every seed. With ``resume`` finished seeds are read back (so
     ``seeds`` may grow), once the stored config of the series, and then of each seed, is checked against
-    ``recipe`` as :func:`run_single` checks it; with ``overwrite`` the earlier run in ``out_dir`` is deleted first.
+    ``recipe`` as :func:`run_single` checks it (fewer ``seeds`` than the run holds are refused:
+    :func:`~embreg.recipes.resume_check.check_seed_count`); with ``overwrite`` the earlier run in ``out_dir`` is
+    deleted first.
     ``out_dir`` is locked for the whole series and each seed's directory for its run
     (:class:`~embreg.errors.RunDirectoryLockedError` when another run holds either).
 
@@ -351,8 +375,14 @@ def run_seeds(
         return run_single(seed_recipe, seed_dir, resume=resume, prepared=shared[0] if shared else None)
 
     files = RunDirectory(out_dir)
+
+    def claim() -> None:
+        _claim(files, recipe, layout="seeds", resume=resume, overwrite=overwrite)
+        if resume:
+            check_seed_count(files, recipe.train.seed, seeds)
+
     with files.lock() if current().is_main else contextlib.nullcontext():
-        _checked_on_main(lambda: _claim(files, recipe, layout="seeds", resume=resume, overwrite=overwrite))
+        _checked_on_main(claim)
         return run_seed_series(recipe, out_dir, seeds, run_one)
 
 

@@ -9,7 +9,7 @@ Example:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -17,6 +17,8 @@ from pathlib import Path
 from embreg.config import apply_overrides, from_dict, load_yaml
 from embreg.errors import ConfigError
 from embreg.recipes.recipe import Recipe
+from embreg.recipes.tasks.data_files import file_section
+from embreg.registry import REGISTRY
 
 
 def _config_dir() -> Path:
@@ -50,16 +52,52 @@ def recipe_path(name_or_path: str | Path) -> Path:
 def load_recipe(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     """Loads a recipe by shipped name or YAML path and applies ``key=value`` overrides (``--set``).
 
+    On a user's file (``data.path``) a shipped recipe's dataset settings and sizes that the overrides do not set
+    give way to the file (:func:`recipe_mapping`).
+
     Raises:
         ConfigError: unknown recipe, malformed YAML, unknown or misspelt keys and names (with the closest valid
             one), values out of range, or a technique the model cannot take.
     """
-    return recipe_from_mapping(apply_overrides(load_yaml(recipe_path(name_or_path)), list(overrides)))
+    return recipe_from_mapping(recipe_mapping(name_or_path, overrides))
+
+
+def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> dict:
+    """The plain data of a recipe file with ``overrides`` applied: what :func:`load_recipe` builds.
+
+    Who set a value decides what a user's file may change: in a shipped recipe, the data keys the overrides do
+    not set are the recipe's, written for its own dataset; in a recipe file of the user's own, every key written
+    is the user's (:func:`embreg.recipes.tasks.data_files.file_section`).
+
+    Example:
+        >>> recipe_mapping("ft-reviews", ["data.path=my.csv", "data.valid_size=50"])["data"]["fit_to_file"]
+        ['train_size', 'test_size']
+    """
+    path = recipe_path(name_or_path)
+    mapping = apply_overrides(load_yaml(path), list(overrides))
+    shipped = path.resolve().parent == _config_dir().resolve()
+    set_by_user = apply_overrides({}, list(overrides)).get("data")
+    user_keys = set(set_by_user) if isinstance(set_by_user, dict) else set()
+    return with_file_section(mapping, shipped=shipped, user_keys=user_keys)
+
+
+def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collection[str] = ()) -> dict:
+    """``mapping`` with its ``data`` section as a user's file makes it
+    (:func:`~embreg.recipes.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
+    unknown (the recipe reports that)."""
+    data = mapping.get("data")
+    try:
+        config = REGISTRY.get("task", str(mapping.get("task", Recipe.task))).extra["data_config"]
+    except ConfigError:
+        return mapping
+    if not isinstance(data, Mapping):
+        return mapping
+    return {**mapping, "data": file_section(data, config, shipped=shipped, user_keys=user_keys)}
 
 
 def recipe_from_mapping(data: dict) -> Recipe:
-    """A :class:`Recipe` from plain data (a parsed YAML file)."""
-    return from_dict(Recipe, data)
+    """A :class:`Recipe` from plain data (a parsed YAML file; every key in it counts as set by the user)."""
+    return from_dict(Recipe, with_file_section(data))
 
 
 def technique_count(recipe: Recipe) -> int:

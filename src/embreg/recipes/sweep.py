@@ -4,8 +4,9 @@ Works for a recipe of any family: each trial is one :func:`embreg.recipes.run.ru
 metric the recipe's task monitors.
 
 Every variant of a comparison gets the same number of trials and the same sampler seed, so tuning budgets are
-equal. Test metrics are never looked at while searching. A trial that diverges is a failed trial, not the end of the
-search: ``trials.csv`` records its error and the summary counts the failed trials.
+equal. Test metrics are never looked at while searching. A trial that fails (it diverges, its sampled values are
+refused, its arithmetic overflows, ...) is a failed trial, not the end of the search: ``trials.csv`` records its
+error and the summary counts the failed trials.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from embreg.config import apply_overrides, load_yaml, to_dict
-from embreg.errors import ConfigError, TrainingError
+from embreg.config import apply_overrides, to_dict
+from embreg.errors import ConfigError, EmbregError, TrainingError
+from embreg.progress import LineProgress, is_terminal
 from embreg.recipes.recipe import SearchParam
-from embreg.recipes.shipped import recipe_from_mapping, recipe_path
+from embreg.recipes.shipped import recipe_from_mapping, recipe_mapping
 from embreg.train.checkpoint import atomic_write_text
 
 
@@ -59,9 +62,11 @@ def sweep(
     Returns ``{"monitor", "value", "params", "trials", "failed"}``: the best trial's metric, value and parameters,
     every trial's row, and how many trials failed.
 
-    A trial whose training diverges (:class:`~embreg.errors.TrainingError`: a non-finite loss, weights or final
-    metric) is recorded as failed, in Optuna's ``FAIL`` state and in ``trials.csv`` (``state=failed`` and its
-    ``error``), and the search goes on; bad input (:class:`~embreg.errors.ConfigError`) still ends it.
+    A trial that raises anything (a diverging run's :class:`~embreg.errors.TrainingError`, a sampled value the
+    recipe refuses, an overflow inside the optimizer) is recorded as failed, in Optuna's ``FAIL`` state with its
+    error as the ``error`` user attribute and in ``trials.csv`` (``state=failed`` and its ``error``), and the search
+    goes on; ``best.yaml`` comes from the completed trials. Bad input that concerns every trial (an unknown recipe,
+    a bad ``--set``, no ``search`` section) is refused before the first trial.
 
     Raises:
         TrainingError: every trial failed, so there is no best one (the message quotes the first error).
@@ -74,7 +79,7 @@ def sweep(
 
     if trials < 1:
         raise ConfigError(f"trials={trials} must be >= 1")
-    base = apply_overrides(load_yaml(recipe_path(recipe)), list(overrides))
+    base = recipe_mapping(recipe, overrides)
     cfg0 = recipe_from_mapping(base)
     if not cfg0.search:
         raise ConfigError(f"recipe {cfg0.name!r} has no 'search' section to sweep")
@@ -82,22 +87,28 @@ def sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
+    terminal = is_terminal(sys.stderr)  # Optuna draws its bar there; elsewhere a plain line per trial
+    lines = LineProgress(trials, "sweep", "trials", disable=terminal)
 
     def objective(trial: Any) -> float:
         params = {key: _suggest(trial, key, p) for key, p in cfg0.search.items()}
         settings = [f"{k}={v}" for k, v in params.items()] + ["train.progress=false"]
-        cfg = recipe_from_mapping(apply_overrides(base, settings))
         try:
-            metrics = run_single(cfg, None).metrics
-        except TrainingError as error:  # this trial diverged: Optuna records it as failed and the search goes on
-            trial.set_user_attr("error", str(error))
-            rows.append({"trial": trial.number, **params, monitor: "", "state": "failed", "error": str(error)})
+            metrics = run_single(recipe_from_mapping(apply_overrides(base, settings)), None).metrics
+        except Exception as error:  # noqa: BLE001 - any failure of one trial fails that trial, not the search
+            message = _one_line(error)
+            trial.set_user_attr("error", message)
+            rows.append({"trial": trial.number, **params, monitor: "", "state": "failed", "error": message})
             atomic_write_text(out / "trials.csv", _csv(rows))
+            lines.set_postfix({"trial": trial.number, "state": "failed"})
+            lines.update(1)
             return math.nan  # Optuna's FAIL state; TPE samples away from it
         value = float(metrics[monitor])
         row = {"trial": trial.number, **params, monitor: value, "best_epoch": metrics["best_epoch"]}
         rows.append({**row, "state": "complete"})
         atomic_write_text(out / "trials.csv", _csv(rows))
+        lines.set_postfix({"trial": trial.number, monitor: f"{value:.4f}"})
+        lines.update(1)
         return value
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -109,7 +120,7 @@ def sweep(
         if unknown:
             raise ConfigError(f"start point keys {sorted(unknown)} are not in the search space {sorted(cfg0.search)}")
         study.enqueue_trial(dict(point))
-    study.optimize(objective, n_trials=trials, show_progress_bar=True)
+    study.optimize(objective, n_trials=trials, show_progress_bar=terminal)
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     if len(failed) == len(study.trials):
         raise TrainingError(
@@ -128,6 +139,17 @@ def sweep(
         "trials": copy.deepcopy(rows),
         "failed": len(failed),
     }
+
+
+def _one_line(error: Exception) -> str:
+    """``error`` as one line: its message, prefixed by its type where it is not one of embreg's own errors.
+
+    Example:
+        >>> _one_line(RuntimeError("value cannot be converted to type float without overflow"))
+        'RuntimeError: value cannot be converted to type float without overflow'
+    """
+    text = " ".join(str(error).split()) or "no message"
+    return text if isinstance(error, (EmbregError, TrainingError)) else f"{type(error).__name__}: {text}"
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

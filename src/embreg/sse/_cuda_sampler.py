@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from embreg._native import record_backend
+from embreg._native import check_backend, record_backend
 from embreg.errors import EmbregError
 from embreg.sse._kernel import kernel_mode
 from embreg.sse._validation import check_ids_dtype
@@ -142,6 +142,12 @@ def cuda_sampler(ids: torch.Tensor) -> ModuleType | None:
     if kernel is None and mode == "on":
         raise EmbregError("EMBREG_SSE_KERNEL=on but the CUDA SSE sampler needs Triton, which cannot be imported")
     _USED.add("torch" if kernel is None else "triton")
+    if kernel is not None:
+        check_backend("sse_cuda", "triton", "Triton imports here", "set EMBREG_SSE_KERNEL=off")
+    elif mode == "off":
+        check_backend("sse_cuda", "torch", "EMBREG_SSE_KERNEL=off", "unset EMBREG_SSE_KERNEL (or set it to auto)")
+    else:
+        check_backend("sse_cuda", "torch", "Triton cannot be imported", "install Triton (pip install triton)")
     return kernel
 
 

@@ -642,7 +642,7 @@ def run_study(
             directory (``spec.keep_runs``) holds a run of another config (checked before that run trains).
         StudyRunError: a run failed (the runs in flight were finished and logged first).
     """
-    from tqdm.auto import tqdm
+    from embreg.progress import progress as progress_bar
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers={workers!r} must be an integer >= 1")
@@ -657,7 +657,7 @@ def run_study(
         in_flight: dict[Future, tuple[_Cell, Job]] = {}
         failure: tuple[Job | None, BaseException] | None = None
         executor: _Inline | _Pool = _Inline() if workers == 1 else _Pool(workers)
-        bar = tqdm(total=planned_runs(spec), disable=not progress, unit="run", desc=spec.name, file=sys.stderr)
+        bar = progress_bar(planned_runs(spec), spec.name, unit="runs", enabled=progress)
 
         def advance(cell: _Cell) -> None:
             """Moves ``cell`` on to its next batch with work left, submitting that work."""

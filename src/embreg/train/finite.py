@@ -51,7 +51,7 @@ def non_finite_parameters(model: nn.Module) -> list[str]:
     return [name for (name, _), ok in zip(named, finite) if not ok]
 
 
-def check_final_metrics(metrics: Mapping[str, Any], monitor: str, model: nn.Module) -> None:
+def check_final_metrics(metrics: Mapping[str, Any], monitor: str, model: nn.Module, lr: float | None = None) -> None:
     """Raises when the run's headline metrics, ``monitor`` and its test twin, are not finite numbers.
 
     Other metrics may be NaN by definition (an AUC of a split with one class, an MSE of an empty group) and pass.
@@ -60,11 +60,13 @@ def check_final_metrics(metrics: Mapping[str, Any], monitor: str, model: nn.Modu
         metrics: the run's final metrics.
         monitor: the validation metric that selects the best epoch, e.g. ``"val_rmse"``; ``"test_rmse"`` is
             checked with it where present.
-        model: the trained model (its weights tell divergence apart from an undefined metric in the message).
+        model: the trained model (its weights tell divergence apart from the other causes in the message).
+        lr: the learning rate the run trained with, named in the message (``None``: not named).
 
     Raises:
-        TrainingError: naming the metric, its value, and why: non-finite weights (training diverged) or a metric
-            the split cannot define.
+        TrainingError: naming the metric, its value, and why: non-finite weights (training diverged); or, the
+            weights being finite, the two causes left: predictions that overflow although the weights do not (a
+            learning rate too high, named), or a metric the split cannot define.
 
     Example:
         >>> import torch
@@ -82,12 +84,16 @@ def check_final_metrics(metrics: Mapping[str, Any], monitor: str, model: nn.Modu
         return
     key, value = bad[0]
     weights = non_finite_parameters(model)
+    rate = f" (train.lr={lr:g})" if lr is not None else ""
     if weights:
-        why = f"the model's weights are not finite ({', '.join(weights[:3])}): training diverged. {DIVERGENCE_HINT}"
+        why = (
+            f"the model's weights are not finite ({', '.join(weights[:3])}): training diverged{rate}. {DIVERGENCE_HINT}"
+        )
     else:
         why = (
-            "the model's weights are finite, so the split cannot define this metric (e.g. an AUC of a split holding "
-            "one class, or an empty split): check the data section"
+            "the model's weights are finite, so either training went astray without overflowing them (its outputs "
+            f"overflow: a learning rate too high{rate}; try a lower one) or the split cannot define this metric "
+            "(e.g. an AUC of a split holding one class, or an empty split: check the data section)"
         )
     raise TrainingError(f"the run's final {key} is {value}; {why}")
 

@@ -343,6 +343,10 @@ class RunDirectory:
             raise ValueError(f"record name {name!r} must be a plain '*.json' file name")
         return atomic_write_json(self.file(name), dict(record))
 
+    def read_record(self, name: str) -> dict[str, Any] | None:
+        """A JSON record written by :meth:`write_record` (``None`` when there is none)."""
+        return self._read_json(name)
+
     def write_history(self, records: Iterable[Mapping[str, Any]]) -> Path:
         lines = "".join(json.dumps(dict(record), sort_keys=True) + "\n" for record in records)
         return atomic_write_text(self.file(HISTORY), lines)

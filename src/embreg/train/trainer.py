@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from embreg.errors import ConfigError, TrainingError
+from embreg.progress import progress
 from embreg.regularizers.base import Objective, StepContext, standard_objective
 from embreg.sse.base import IndexTransform
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
@@ -81,6 +80,10 @@ class FitResult:
         return int(self.metrics["best_epoch"])
 
 
+STEP_LINES = 0.1
+"""Off a terminal, an epoch's progress is a line per this share of its steps (:mod:`embreg.progress`)."""
+
+
 class Trainer:
     """Trains a model with early stopping on a validation metric, checkpoints and exact resume.
 
@@ -109,7 +112,9 @@ class Trainer:
         run_dir: where checkpoints, ``history.jsonl`` and ``metrics.json`` go (``None``: keep nothing on disk).
         val_split, test_split: split names passed to the evaluator (``test_split=None`` skips testing).
         eval_train: also score the training split after each epoch (for learning curves).
-        progress: show progress bars on stderr: one over epochs and, within each epoch, one over its steps.
+        progress: show progress on stderr: on a terminal, bars over epochs and over each epoch's steps; elsewhere (a
+            log file, a pipe) plain lines, one per epoch and one per 10% of an epoch's steps
+            (:mod:`embreg.progress`).
         callbacks: called as ``cb(trainer, record)`` after each epoch, once its checkpoint is written.
         step_callbacks: called as ``cb(trainer, record)`` after each optimizer step (:data:`StepCallback`), e.g.
             the loggers' per-step training loss and learning rate.
@@ -293,8 +298,8 @@ class Trainer:
         """
         if resume:
             self._restore()
-        bar = tqdm(
-            total=self.epochs, initial=self.next_epoch, desc="epochs", disable=not self.progress, dynamic_ncols=True
+        bar = progress(
+            self.epochs, "epochs", unit="epochs", initial=self.next_epoch, enabled=self.progress, dynamic_ncols=True
         )
         try:
             while not self.stopped_early and self.next_epoch < self.epochs:
@@ -302,8 +307,8 @@ class Trainer:
                 self.next_epoch += 1
                 self.stopped_early = self._should_stop()
                 self._save_last()
-                bar.update(1)
                 bar.set_postfix({"loss": f"{record['train_loss']:.4f}", self.monitor: f"{record[self.monitor]:.4f}"})
+                bar.update(1)
                 for callback in self.callbacks:
                     callback(self, record)
         finally:
@@ -315,13 +320,13 @@ class Trainer:
         started = time.perf_counter()
         loss_sum = penalty_sum = 0.0
         n_batches = 0
-        steps = tqdm(
-            total=len(self.batches),
-            desc=f"epoch {epoch}",
-            unit="step",
+        steps = progress(
+            len(self.batches),
+            f"epoch {epoch}",
+            unit="steps",
             leave=False,
-            file=sys.stderr,
-            disable=not self.progress,
+            enabled=self.progress,
+            every=STEP_LINES,
             dynamic_ncols=True,
         )
         for batch in self.batches.epoch(epoch):

@@ -5,7 +5,20 @@ When ``data.path`` is set it replaces the recipe's dataset, so the data section 
 is the checksum the file must have). ``config.yaml`` then names the file and its bytes, never the dataset the file
 replaced; a shipped recipe's description, written for its own dataset, gives way to one naming the file. When
 the data is loaded the file must still have that checksum, and ``split.json`` and ``report.md`` record the file
-path, its sha256 and the rows read, merged as duplicates and used (:func:`file_record`).
+path, its sha256 and the rows read, merged as duplicates, dropped by a filter and used (:func:`file_record`).
+
+A shipped recipe is written for its own dataset, so on a user's file (:func:`file_section`):
+
+* the settings that describe that dataset (a data section's ``DATASET_SETTINGS``: translation's ``min_words``,
+  the dictionary data's 3-word rule) give way to the section's defaults, unless the user set them;
+* its sizes (a data section's ``FILE_SIZES``: evaluation sets, sampled negatives) are listed in
+  ``data.fit_to_file``, unless the user set them: a size listed there that the file cannot hold falls back to the
+  80/10/10 rule (or, for negatives, to what the catalogue allows), said on stderr and in ``report.md``
+  (:func:`note_fitted`); a size the user set (on the command line, in their own YAML file, or in Python) that does
+  not fit is refused. Sizes a recipe file of the user's own leaves out are defaults and fit too.
+
+Whatever a filter drops (pairs below ``data.min_words``, blank lines, rows beyond ``data.max_*``) is counted on
+stderr and in ``report.md`` (:func:`note_dropped`).
 
 Example:
     >>> import tempfile
@@ -20,9 +33,11 @@ Example:
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Collection, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from embreg.data.cache import sha256_file
 from embreg.data.splits import min_split_rows
@@ -30,6 +45,11 @@ from embreg.data.user_files import describe_file, resolved_path
 from embreg.errors import ConfigError, DataError
 
 __all__ = [
+    "file_section",
+    "check_fit_to_file",
+    "note_dropped",
+    "note_fitted",
+    "notice",
     "resolve_data_file",
     "checked_file",
     "file_record",
@@ -41,6 +61,107 @@ __all__ = [
 
 FILE_DATASET = "file"
 """The ``data.dataset`` of a recipe whose data is a user's file (``data.path``)."""
+
+
+def file_section(data: Mapping[str, Any], config: type, *, shipped: bool, user_keys: Collection[str] = ()) -> dict:
+    """The ``data`` mapping of a recipe, with what a user's file (``path``) changes in it (module docstring).
+
+    Args:
+        data: the recipe's ``data`` section as loaded (not modified).
+        config: the task's data dataclass (its ``DATASET_SETTINGS`` and ``FILE_SIZES``, where it has them).
+        shipped: the section comes from a recipe shipped with embreg, where ``user_keys`` were set by the user;
+            otherwise every key present was set by the user.
+        user_keys: the data keys the user set on top of the shipped recipe (``--set data.KEY=...``).
+
+    Example:
+        >>> from embreg.recipes.tasks.text import LabelledTextConfig
+        >>> shipped = {"dataset": "reviews", "path": "my.csv", "train_size": 1000, "valid_size": 500}
+        >>> file_section(shipped, LabelledTextConfig, shipped=True, user_keys={"path", "valid_size"})["fit_to_file"]
+        ['train_size', 'test_size']
+        >>> file_section({"path": "my.csv", "valid_size": 50}, LabelledTextConfig, shipped=False)["fit_to_file"]
+        ['train_size', 'test_size']
+    """
+    section = dict(data)
+    if section.get("path") is None:
+        return section
+    given = set(user_keys) if shipped else set(section)
+    for key in getattr(config, "DATASET_SETTINGS", ()):
+        if key not in given:
+            section.pop(key, None)
+    sizes = getattr(config, "FILE_SIZES", ())
+    if sizes and "fit_to_file" not in section:
+        section["fit_to_file"] = [key for key in sizes if key not in given]
+    return section
+
+
+def check_fit_to_file(data: Any) -> None:
+    """Checks ``data.fit_to_file``: sizes of the section's ``FILE_SIZES``, and only with a user's file.
+
+    Raises:
+        ConfigError: an entry that is no size of this data section, or a non-empty list without ``data.path``.
+    """
+    sizes = getattr(type(data), "FILE_SIZES", ())
+    unknown = [key for key in data.fit_to_file if key not in sizes]
+    if unknown:
+        raise ConfigError(f"data.fit_to_file={data.fit_to_file}: {unknown[0]!r} is not one of {', '.join(sizes)}")
+    if data.fit_to_file and data.path is None:
+        raise ConfigError(
+            f"data.fit_to_file={data.fit_to_file} fits sizes to a user's file, and data.path is not set; remove it"
+        )
+
+
+def notice(message: str) -> None:
+    """One line on stderr, ``embreg: note: <message>`` (from rank 0 alone under ``torchrun``)."""
+    from embreg.train.distributed import current
+
+    if current().is_main:
+        print(f"embreg: note: {message}", file=sys.stderr, flush=True)
+
+
+def note_dropped(
+    record: dict[str, Any], where: str, dropped: Mapping[str, int], action: Literal["dropped", "cut"] = "dropped"
+) -> None:
+    """Counts what filters dropped (or cut): ``record[action]`` (``{what: count}``, counts above 0) and one notice.
+
+    Args:
+        record: the data record (``split.json``'s ``data``, the report's line).
+        where: the file.
+        dropped: ``{what was dropped and by which setting: count}``, e.g. ``{"pairs below data.min_words=3": 241}``.
+        action: ``dropped`` (left out) or ``cut`` (shortened).
+
+    Example:
+        >>> record = {}
+        >>> note_dropped(record, "pairs.tsv", {"pairs below data.min_words=3": 0, "blank lines": 2})  # stderr:
+        >>> # embreg: note: pairs.tsv: 2 blank lines dropped
+        >>> record
+        {'dropped': {'blank lines': 2}}
+    """
+    counts = {what: int(count) for what, count in dropped.items() if count > 0}
+    if not counts:
+        return
+    record[action] = {**record.get(action, {}), **counts}
+    notice(f"{where}: " + ", ".join(f"{count} {what} {action}" for what, count in counts.items()))
+
+
+def note_fitted(record: dict[str, Any], where: str, fitted: Mapping[str, tuple[Any, Any]], rule: str) -> None:
+    """Records sizes that gave way to the file (``record["fitted"]``: ``{key: [set, used]}``) and says so once.
+
+    Args:
+        record: the data record (``split.json``'s ``data``, the report's line).
+        where: the file.
+        fitted: ``{data key: (the recipe's value, the value used)}``.
+        rule: the rule that gave the values used.
+    """
+    if not fitted:
+        return
+    record["fitted"] = {key: [before, after] for key, (before, after) in fitted.items()}
+    sizes = ", ".join(f"data.{key}={_value(before)} -> {_value(after)}" for key, (before, after) in fitted.items())
+    notice(f"{where} is too small for the recipe's sizes; {rule}: {sizes} (a size you set is used as given)")
+
+
+def _value(value: Any) -> str:
+    """A size as a recipe writes it (``null`` for None: the default, or every row left)."""
+    return "null" if value is None else str(value)
 
 
 def resolve_data_file(data: Any) -> None:
@@ -151,8 +272,14 @@ def data_line(record: dict[str, Any] | None) -> str:
         parts.append(f"{record['rows_read']} rows read")
     if record.get("duplicates_removed"):
         parts.append(f"{record['duplicates_removed']} duplicate rows resolved by `{record.get('duplicates', '?')}`")
+    parts += [f"{count} {what} dropped" for what, count in record.get("dropped", {}).items()]
     if "rows" in record:
         parts.append(f"{record['rows']} rows used")
+    parts += [f"{count} {what} cut" for what, count in record.get("cut", {}).items()]
+    parts += [
+        f"`data.{key}={_value(before)}` fitted to {_value(after)}"
+        for key, (before, after) in record.get("fitted", {}).items()
+    ]
     text += ": " + ", ".join(parts) if parts else ""
     text += f"; encoder: {record['encoder']}" if record.get("encoder") else ""
     return text + (f"; {record['mlm_head']}" if record.get("mlm_head") else "")

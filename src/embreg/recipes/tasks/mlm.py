@@ -40,7 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -48,7 +49,14 @@ import torch
 from embreg.data.mlm_masking import BertMasking, implicit_sse_rate
 from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, register_task
-from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
+from embreg.recipes.tasks.data_files import (
+    check_fit_to_file,
+    checked_file,
+    file_record,
+    note_dropped,
+    note_fitted,
+    resolve_data_file,
+)
 from embreg.train.batches import TensorBatches
 from embreg.train.mlm_evaluation import MaskedLMEvaluator
 
@@ -82,7 +90,12 @@ class MaskedLMDataConfig:
             0.1; the rest keep their id).
         eval_mask_seed: seed of the held-out texts' fixed masking.
         max_articles: ``enwiki-gensim`` only: read the first articles of the dump (quick slices).
+        fit_to_file: the sizes of :data:`FILE_SIZES` that give way to a user's file too small for them (filled in
+            when the recipe is loaded with the sizes the user did not set; :mod:`embreg.recipes.tasks.data_files`):
+            held-out sets that leave no text to train on become 10% of the texts each.
     """
+
+    FILE_SIZES: ClassVar[tuple[str, ...]] = ("valid_size", "test_size")
 
     dataset: Literal["reviews", "enwiki-gensim", "file"] = "reviews"
     path: str | None = None
@@ -97,9 +110,11 @@ class MaskedLMDataConfig:
     random_share: float = 0.1
     eval_mask_seed: int = 0
     max_articles: int | None = None
+    fit_to_file: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         resolve_data_file(self)
+        check_fit_to_file(self)
         if self.max_texts is not None and self.max_texts < 1:
             raise ConfigError(f"data.max_texts={self.max_texts} must be >= 1 or null")
         for name in ("valid_size", "test_size"):
@@ -167,19 +182,33 @@ def finetuning_review_splits() -> frozenset[tuple[int, int, int]]:
     return frozenset(splits)
 
 
-def _split_texts(texts: list[str], d: MaskedLMDataConfig, where: str) -> dict[str, list[str]]:
-    held = d.valid_size + d.test_size
+def _split_texts(
+    texts: list[str], d: MaskedLMDataConfig, where: str, fitted: dict[str, tuple[int, int]] | None = None
+) -> dict[str, list[str]]:
+    """The held-out sets (``data.test_size``, then ``data.valid_size`` texts of a seeded permutation) and the
+    training texts left (at most ``data.max_texts``). Sizes of ``data.fit_to_file`` that leave no training text
+    become 10% of the texts each, recorded in ``fitted`` as ``{key: (set, used)}``."""
+    sizes = {"valid_size": d.valid_size, "test_size": d.test_size}
+    if len(texts) <= sum(sizes.values()) and d.fit_to_file:
+        for key in d.fit_to_file:
+            sizes[key] = max(1, len(texts) // 10)
+        if fitted is not None:
+            fitted.update(
+                {key: (getattr(d, key), sizes[key]) for key in d.fit_to_file if sizes[key] != getattr(d, key)}
+            )
+    valid_size, test_size = sizes["valid_size"], sizes["test_size"]
+    held = valid_size + test_size
     if len(texts) <= held:
         raise DataError(
-            f"{where}: {len(texts)} texts leave none to train on after valid_size={d.valid_size} + "
-            f"test_size={d.test_size} held out; set data.valid_size and data.test_size lower"
+            f"{where}: {len(texts)} texts leave none to train on after valid_size={valid_size} + "
+            f"test_size={test_size} held out; set data.valid_size and data.test_size lower"
         )
     order = np.random.default_rng(d.split_seed).permutation(len(texts))
     train = order[held:] if d.max_texts is None else order[held : held + d.max_texts]
     return {
         "train": [texts[i] for i in sorted(train)],
-        "valid": [texts[i] for i in sorted(order[d.test_size : held])],
-        "test": [texts[i] for i in sorted(order[: d.test_size])],
+        "valid": [texts[i] for i in sorted(order[test_size:held])],
+        "test": [texts[i] for i in sorted(order[:test_size])],
     }
 
 
@@ -213,6 +242,12 @@ def _wiki_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict[str, 
     return splits, {"dataset": "enwiki-gensim", "articles": len(articles)}
 
 
+def _line_count(path: str) -> int:
+    """The lines of a text file, a last one without its newline included (blank ones too)."""
+    data = Path(path).read_bytes()
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
 def pretraining_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """The ``train`` / ``valid`` / ``test`` texts of a data section and a record of where they came from.
 
@@ -228,8 +263,19 @@ def pretraining_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict
 
         described = checked_file(d)
         texts = read_text_lines(str(d.path))
-        splits = _split_texts(texts, d, str(d.path))
-        return splits, file_record(described, {"rows_read": len(texts)}, len(splits["train"]))
+        fitted: dict[str, tuple[int, int]] = {}
+        splits = _split_texts(texts, d, str(d.path), fitted)
+        used = sum(len(split) for split in splits.values())
+        record = file_record(described, {"rows_read": _line_count(str(d.path))}, used)
+        where = described["path"]
+        beyond = len(texts) - used
+        dropped = {
+            "blank lines": record["rows_read"] - len(texts),
+            f"texts beyond data.max_texts={d.max_texts}": beyond,
+        }
+        note_dropped(record, where, dropped)
+        note_fitted(record, where, fitted, "the 80/10/10 rule holds 10% of its texts out for validation and for test")
+        return splits, record
     if d.dataset == "enwiki-gensim":
         return _wiki_texts(d)
     return _review_texts(d)
@@ -283,7 +329,7 @@ class MaskedLMTask(TaskAdapter):
 
         d = recipe.data
         splits, source = pretraining_texts(d)
-        source = {**source, "rows": len(splits["train"])}
+        source = {**source, "rows": sum(len(split) for split in splits.values())}
         tokenizer = load_tokenizer(recipe.model.pretrained, progress=recipe.train.progress)
         if tokenizer.mask_token_id is None:
             raise DataError(f"the tokenizer of {recipe.model.pretrained!r} has no [MASK] token; masked LM needs one")

@@ -49,9 +49,15 @@ def check_multitask(data: Any) -> None:
                 )
         return
     if data.dataset != "reviews":
+        hint = (
+            "; a file of yours has one label column (data.label_col): train it with a single-task recipe such as "
+            "ft-reviews or cls-cnn-reviews"
+            if data.dataset == "file"
+            else ""
+        )
         raise ConfigError(
             f"data.task='multi' needs data.dataset='reviews' (targets {', '.join(REVIEW_TARGETS)}), got "
-            f"{data.dataset!r}"
+            f"{data.dataset!r}{hint}"
         )
     if data.targets is None:
         data.targets = list(DEFAULT_TARGETS)

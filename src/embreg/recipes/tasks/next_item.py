@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from embreg.data.movielens import MovieLens100k
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, check_max_rows, register_task
-from embreg.recipes.tasks.data_files import resolve_data_file
+from embreg.recipes.tasks.data_files import check_fit_to_file, note_dropped, note_fitted, resolve_data_file
 from embreg.recipes.tasks.ratings import load_interactions, movielens_graph
 from embreg.sse import NeighbourGraph
 from embreg.train.batches import TensorBatches
@@ -77,7 +77,12 @@ class SequenceDataConfig:
         eval_negatives: negatives per user of the sampled protocol (SASRec: 100).
         eval_seed: seed of the sampled negatives (the same for every model and training seed).
         max_rows: keep only the first ``max_rows`` interactions of the file (quick slices).
+        fit_to_file: the sizes of :data:`FILE_SIZES` that give way to a user's file too small for them (filled in
+            when the recipe is loaded with the sizes the user did not set; :mod:`embreg.recipes.tasks.data_files`):
+            more ``eval_negatives`` than some user has unseen items become as many as every user has.
     """
+
+    FILE_SIZES: ClassVar[tuple[str, ...]] = ("eval_negatives",)
 
     dataset: str = "ml-100k"
     path: str | None = None
@@ -93,6 +98,7 @@ class SequenceDataConfig:
     eval_negatives: int = 100
     eval_seed: int = 0
     max_rows: int | None = None
+    fit_to_file: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.max_len < 1:
@@ -106,6 +112,7 @@ class SequenceDataConfig:
             raise ConfigError(f"data.eval_negatives={self.eval_negatives} must be >= 1")
         check_max_rows(self.max_rows)
         resolve_data_file(self)
+        check_fit_to_file(self)
 
 
 @dataclass
@@ -172,18 +179,32 @@ def training_examples(split: SequenceSplit, max_len: int, kind: str) -> dict[str
     }
 
 
-def _check_negatives(split: SequenceSplit, n: int, source: dict[str, Any]) -> None:
-    """Raises a one-line :class:`DataError` naming the file and the ``--set`` that fits when some user has fewer
-    than ``n`` items never interacted with to draw the sampled-protocol negatives from."""
-    seen = [len(np.unique(np.r_[seq, v, t])) for seq, v, t in zip(split.train, split.valid_items, split.test_items)]
-    fewest = split.num_items - max(seen) if seen else 0
+def _eval_negatives(split: SequenceSplit, n: int, source: dict[str, Any], fits: bool) -> int:
+    """The sampled-protocol negatives per user: ``n`` when every user has that many items never interacted with
+    among the items seen in training (the popularity protocol draws only those); else, when ``fits``
+    (``eval_negatives`` in ``data.fit_to_file``), as many as every user has, noted on stderr and in ``source``.
+
+    Raises:
+        DataError: one line naming the file and the ``--set`` that fits, when ``n`` does not fit and may not
+            change (or no user has an unseen item).
+    """
+    trained = np.flatnonzero(split.train_item_counts() > 0)
+    unseen = [
+        len(np.setdiff1d(trained, np.r_[seq, v, t]))
+        for seq, v, t in zip(split.train, split.valid_items, split.test_items)
+    ]
+    fewest = min(unseen) if unseen else 0
     if fewest >= n:
-        return
+        return n
     where = source.get("path", source.get("dataset"))
+    if fits and fewest >= 1:
+        rule = "the sampled protocol draws as many negatives as every user has items never interacted with"
+        note_fitted(source, str(where), {"eval_negatives": (n, fewest)}, rule)
+        return fewest
     fix = f"--set data.eval_negatives={fewest} fits this data" if fewest >= 1 else "the data has too few items"
     raise DataError(
         f"{where}: data.eval_negatives={n} sampled negatives per user need at least {n} items the user never "
-        f"interacted with; of {split.num_items} item(s) a user has only {fewest}: {fix}"
+        f"interacted with; of the {len(trained)} item(s) seen in training a user has only {fewest}: {fix}"
     )
 
 
@@ -247,11 +268,14 @@ class NextItemTask(TaskAdapter):
                 f"{d.min_interactions}; leave-one-out needs at least one user with data.min_interactions="
                 f"{d.min_interactions}"
             )
+        if d.path is not None:
+            below = f"users with fewer than data.min_interactions={d.min_interactions} interactions"
+            note_dropped(source, str(source.get("path")), {below: split.dropped_users})
         counts = split.train_item_counts().astype(np.float64)
-        _check_negatives(split, d.eval_negatives, source)
+        n = _eval_negatives(split, d.eval_negatives, source, "eval_negatives" in d.fit_to_file)
         negatives = {
-            "uniform": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed),
-            "popularity": sampled_negatives(split, n=d.eval_negatives, seed=d.eval_seed + 1, weights=counts),
+            "uniform": sampled_negatives(split, n=n, seed=d.eval_seed),
+            "popularity": sampled_negatives(split, n=n, seed=d.eval_seed + 1, weights=counts),
         }
         return PreparedSequences(split=split, negatives=negatives, movielens=movielens, source=source)
 
@@ -309,7 +333,7 @@ class NextItemTask(TaskAdapter):
         record.update(
             max_len=d.max_len,
             train_examples=d.train_examples,
-            eval_negatives=d.eval_negatives,
+            eval_negatives=int(prepared.negatives["uniform"].shape[1]),
             eval_seed=d.eval_seed,
             data=prepared.source,
         )

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -24,7 +24,13 @@ import torch
 from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, TextTask
 from embreg.errors import ConfigError, DataError
 from embreg.recipes.tasks import TaskAdapter, register_task
-from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
+from embreg.recipes.tasks.data_files import (
+    check_fit_to_file,
+    checked_file,
+    file_record,
+    note_fitted,
+    resolve_data_file,
+)
 from embreg.recipes.tasks.multitask import check_multitask, check_multitask_techniques
 from embreg.train.batches import TensorBatches
 from embreg.train.multitask_evaluation import SCORE, MultiTargetEvaluator, target_metric_names
@@ -40,7 +46,9 @@ class LabelledTextConfig:
     Attributes:
         dataset: ``reviews`` (women's clothing reviews), ``polarity`` (200 sentences) or ``file`` (``path``).
         task: for ``reviews``: ``binary`` (recommended), ``rating`` (5 classes), ``regression`` (stars) or
-            ``multi`` (several class targets, one head each; :mod:`embreg.recipes.tasks.multitask`).
+            ``multi`` (several class targets, one head each; :mod:`embreg.recipes.tasks.multitask`). For a file it
+            says what its labels are, and is checked against them: ``binary`` (two classes), ``multiclass`` (three
+            or more) or ``regression`` (numbers, with ``task: regression``).
         targets: with ``task: multi``: the targets, in head order (``null``: ``[recommended, rating]``).
         loss_weights: with ``task: multi``: one loss weight per target (``null``: 1 each).
         path: your own CSV/TSV/parquet file (sets ``dataset: file``; resolved to an absolute path when the recipe is
@@ -48,15 +56,22 @@ class LabelledTextConfig:
         sha256: the checksum ``path`` must have (``null``: filled in with the file's when the recipe is loaded;
             :mod:`embreg.recipes.tasks.data_files`).
         train_size: training examples drawn from the pool (``null``: all). A file too small for it is an error
-            naming the ``--set data.train_size=N`` that fits.
+            naming the ``--set data.train_size=N`` that fits (unless ``fit_to_file`` lists it).
         valid_size, test_size: fixed evaluation sets (reviews: 1000/2000; polarity: 40/40; files: 1000/1000, or
-            10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact).
+            10% of the rows each for a file of fewer than 2001 rows when left ``null``; sizes given are exact unless
+            ``fit_to_file`` lists them).
         split_seed: seed of the evaluation sets; subset_seed: seed of the training subset.
         max_length: tokens per text (truncated), including [CLS] and [SEP].
+        fit_to_file: the sizes of :data:`FILE_SIZES` that give way to a user's file too small for them (filled
+            in when the recipe is loaded with the sizes the user did not set;
+            :mod:`embreg.recipes.tasks.data_files`): evaluation sets that leave no training row become 10% of the
+            rows each, a ``train_size`` beyond the rows left becomes all of them.
     """
 
+    FILE_SIZES: ClassVar[tuple[str, ...]] = ("train_size", "valid_size", "test_size")
+
     dataset: Literal["reviews", "polarity", "file"] = "reviews"
-    task: Literal["binary", "rating", "regression", "multi"] = "binary"
+    task: Literal["binary", "rating", "multiclass", "regression", "multi"] = "binary"
     targets: list[str] | None = None
     loss_weights: list[float] | None = None
     path: str | None = None
@@ -70,6 +85,7 @@ class LabelledTextConfig:
     split_seed: int = 0
     subset_seed: int = 0
     max_length: int = 64
+    fit_to_file: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.dataset == "file" and self.path is None:
@@ -81,7 +97,17 @@ class LabelledTextConfig:
             raise ConfigError(f"data.max_length={self.max_length} must be >= 2")
         if self.dataset == "polarity" and self.task != "binary":
             raise ConfigError(f"data.task={self.task!r}: the polarity dataset has only the 'binary' task")
+        if self.dataset == "reviews" and self.task == "multiclass":
+            raise ConfigError(
+                "data.task='multiclass' is for a file's labels; the reviews' 5 classes are data.task=rating"
+            )
+        if self.dataset == "file" and self.task == "rating":
+            raise ConfigError(
+                "data.task='rating' names the reviews' 5 star classes; a file's labels are data.task=binary (two "
+                "classes), multiclass (more) or regression"
+            )
         check_multitask(self)
+        check_fit_to_file(self)
 
 
 @dataclass
@@ -191,6 +217,7 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
                 test_size=d.test_size,
                 split_seed=d.split_seed,
                 subset_seed=d.subset_seed,
+                fit=d.fit_to_file,
             )
         except SplitSizeError as exc:
             sets = " ".join(f"--set data.{key}={value}" for key, value in exc.fits.items())
@@ -206,6 +233,34 @@ def load_text_task(recipe: Any) -> TextTask | MultiTargetTask:
         split_seed=d.split_seed,
         subset_seed=d.subset_seed,
     )
+
+
+def check_file_classes(data: LabelledTextConfig, task: TextTask) -> None:
+    """Refuses a file whose number of classes is not the one ``data.task`` states (``binary``: two;
+    ``multiclass``: three or more), so that ``config.yaml`` says what the run trained.
+
+    Raises:
+        ConfigError: naming the file, the labels found and the ``data.task`` that fits them.
+
+    Example:
+        >>> task = TextTask("t", "classification", 3, {s: [] for s in SPLITS}, {s: [] for s in SPLITS}, ("a", "b", "c"))
+        >>> check_file_classes(LabelledTextConfig(dataset="file", path="/d/l.csv", sha256="0" * 64), task)
+        Traceback (most recent call last):
+        ...
+        embreg.errors.ConfigError: data.task='binary' needs two classes, but /d/l.csv has 3 labels: a, b, c; set data.task=multiclass
+    """
+    names = task.label_names or tuple(str(i) for i in range(task.num_labels))
+    shown = ", ".join(names[:10]) + (f", ... ({len(names) - 10} more)" if len(names) > 10 else "")
+    if data.task == "binary" and task.num_labels != 2:
+        raise ConfigError(
+            f"data.task='binary' needs two classes, but {data.path} has {task.num_labels} labels: {shown}; set "
+            "data.task=multiclass"
+        )
+    if data.task == "multiclass" and task.num_labels < 3:
+        raise ConfigError(
+            f"data.task='multiclass' is for three or more classes, but {data.path} has {task.num_labels} labels: "
+            f"{shown}; set data.task=binary"
+        )
 
 
 class _TextTask(TaskAdapter):
@@ -247,6 +302,13 @@ class _TextTask(TaskAdapter):
         source = file_record(described, None, rows) if described else {"dataset": recipe.data.dataset, "rows": rows}
         if task.kind != self.name:
             raise ConfigError(f"task={self.name!r} does not match the data's {task.kind!r} labels")
+        if described is not None and isinstance(task, TextTask) and task.kind == "classification":
+            check_file_classes(recipe.data, task)
+        if described is not None:
+            sizes = task.record.get("fitted", {})
+            fitted = {key: (pair[0], pair[1]) for key, pair in sizes.items()} if isinstance(sizes, dict) else {}
+            rule = "the 80/10/10 rule holds 10% of its rows out for validation and for test"
+            note_fitted(source, described["path"], fitted, rule)
         tokenizer = load_tokenizer(recipe.model.pretrained, progress=recipe.train.progress)
         tensors = {}
         for split in SPLITS:
@@ -338,7 +400,7 @@ class TextClassificationTask(_TextTask):
         return ("accuracy", "mcc", "f1" if binary else "macro_f1")
 
     def check_data(self, recipe) -> None:
-        if recipe.data.dataset == "reviews" and recipe.data.task == "regression":
+        if recipe.data.task == "regression":
             raise ConfigError("data.task='regression' needs task: regression")
         if recipe.data.task == "multi":
             check_multitask_techniques(recipe)
@@ -361,9 +423,7 @@ class TextRegressionTask(_TextTask):
         return ("pearson", "spearman", "corr", "rmse")
 
     def check_data(self, recipe) -> None:
-        if recipe.data.dataset != "file" and not (
-            recipe.data.dataset == "reviews" and recipe.data.task == "regression"
-        ):
+        if recipe.data.dataset not in ("reviews", "file") or recipe.data.task != "regression":
             raise ConfigError(
                 f"task: regression needs data.task='regression' on reviews or a file, got "
                 f"data.dataset={recipe.data.dataset!r}, data.task={recipe.data.task!r}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ import torch
 from embreg.data.parallel import encode_texts, read_pairs, split_by_source, train_bpe
 from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, check_split, register_task
-from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
+from embreg.recipes.tasks.data_files import checked_file, file_record, note_dropped, resolve_data_file
 from embreg.train.batches import TensorBatches
 from embreg.train.translation_eval import DecodeSettings, TranslationEvaluator
 
@@ -56,7 +56,11 @@ class TranslationDataConfig:
         path: your own tab-separated pairs file with a header (sets ``dataset: file``); sha256: its checksum
             (filled in when the recipe is loaded); source_col, target_col: its column names.
         min_words: keep only pairs whose source and target both have at least this many words (white-space
-            separated; ``1``: every pair). The dictionary is mostly single words, on which BLEU's 4-grams are empty.
+            separated; ``1``: every pair). The dictionary is mostly single words, on which BLEU's 4-grams are empty,
+            so the shipped recipes keep pairs of 3 words and more; on a user's file (``path``) that rule gives way
+            to ``1`` unless set (:data:`DATASET_SETTINGS`). Pairs it drops are counted on stderr, in
+            ``split.json`` and in ``report.md``, as are those the subsets below leave out and the sentences
+            ``max_tokens`` cuts.
         split: shares of the distinct source sentences in train/valid/test; split_seed: seed of that split and of
             the subsets below.
         max_train_pairs, max_eval_pairs: keep a random subset of the training / each evaluation split (``null``:
@@ -68,6 +72,10 @@ class TranslationDataConfig:
         beam, alpha, beta: test decoding: beam width (1: greedy), GNMT length-normalisation exponent and coverage
             weight (:mod:`embreg.nn.decoding`).
     """
+
+    DATASET_SETTINGS: ClassVar[tuple[str, ...]] = ("min_words",)
+    """Settings a shipped recipe writes for its own dataset: on a user's file they take their defaults unless set
+    (:func:`embreg.recipes.tasks.data_files.file_section`)."""
 
     dataset: Literal["trans-de-en", "file"] = "trans-de-en"
     path: str | None = None
@@ -145,6 +153,16 @@ def _subset(pairs: list, limit: int | None, seed: int) -> list:
         return pairs
     keep = np.sort(np.random.default_rng(seed).choice(len(pairs), size=limit, replace=False))
     return [pairs[i] for i in keep]
+
+
+def _cut_sentences(split: dict[str, list], tokenizers: dict[str, Any], max_tokens: int) -> dict[str, int]:
+    """How many sources and targets of all splits have more BPE tokens than ``max_tokens`` (their tail is cut)."""
+    counts = {}
+    for side, index in (("source", 0), ("target", 1)):
+        texts = [pair[index] for rows in split.values() for pair in rows]
+        long = sum(len(encoding.ids) > max_tokens for encoding in tokenizers[side].encode_batch(texts))
+        counts[f"{side} sentences longer than data.max_tokens={max_tokens} tokens"] = long
+    return counts
 
 
 class TranslationTask(TaskAdapter):
@@ -227,9 +245,17 @@ class TranslationTask(TaskAdapter):
             if not pairs:
                 raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
         split = split_by_source(pairs, d.split, d.split_seed)
+        before = {name: len(rows) for name, rows in split.items()}
         split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
         for name in ("valid", "test"):
             split[name] = _subset(split[name], d.max_eval_pairs, d.split_seed + 1)
+        dropped = {
+            f"pairs with fewer than data.min_words={d.min_words} words on a side": rows_read - len(pairs),
+            f"training pairs beyond data.max_train_pairs={d.max_train_pairs}": before["train"] - len(split["train"]),
+            f"evaluation pairs beyond data.max_eval_pairs={d.max_eval_pairs}": sum(
+                before[name] - len(split[name]) for name in ("valid", "test")
+            ),
+        }
         train_sources = [s for s, _ in split["train"]]
         train_targets = [t for _, t in split["train"]]
         if d.joint_vocab:
@@ -249,7 +275,15 @@ class TranslationTask(TaskAdapter):
             references[name] = [t for _, t in rows]
         sources["valid"] = sources["valid"][: d.valid_sentences]
         references["valid"] = references["valid"][: d.valid_sentences]
-        data = file_record(described, None, rows_read) if described else {"dataset": d.dataset, "rows": rows_read}
+        used = sum(len(rows) for rows in split.values())
+        data = (
+            file_record(described, {"rows_read": rows_read}, used)
+            if described
+            else {"dataset": d.dataset, "rows_read": rows_read, "rows": used}
+        )
+        where = described["path"] if described else d.dataset
+        note_dropped(data, where, dropped)
+        note_dropped(data, where, _cut_sentences(split, tokenizers, d.max_tokens), action="cut")
         record = {
             "data": data,
             "split_seed": d.split_seed,

@@ -16,6 +16,15 @@ CUDA_IDS = SimpleNamespace(device=torch.device("cuda", 0))
 KERNEL = SimpleNamespace(name="kernel")
 
 
+@pytest.fixture(autouse=True)
+def no_recorded_use():
+    """The backends these stand-in ids took are not left in the process's backend record."""
+    used = set(sampler._USED)
+    yield
+    sampler._USED.clear()
+    sampler._USED.update(used)
+
+
 @pytest.fixture
 def no_cache():
     sampler._triton.cache_clear()

@@ -24,6 +24,7 @@ OPTIONAL = {  # script -> optional dependencies it imports or needs to build its
     "mlm_step_cost": ("transformers",),
     "mlm_batching": ("transformers",),
     "mlm_fill_mask_curve": ("transformers",),
+    "mlm_encoder_drift": ("transformers",),
 }
 
 

@@ -234,7 +234,7 @@ def write_page(out: Path, record: dict) -> None:
         "sse-stochastic-shared-embeddings.txt",
         [
             {
-                "claim": f"batches grouped by length make an MLM pre-training epoch >= {TARGET}x as fast as random "
+                "claim": f"Batches grouped by length make an MLM pre-training epoch >= {TARGET}x as fast as random "
                 "batches (target)",
                 "reading": f"{grouped:.2f}x (packed rows {packed:.2f}x)",
                 "verdict": "met" if grouped >= TARGET else "not met",

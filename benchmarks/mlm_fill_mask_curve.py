@@ -235,7 +235,7 @@ def write_page(out: Path, record: dict) -> None:
         "sse-stochastic-shared-embeddings.txt",
         [
             {
-                "claim": "the shipped mlm recipe's epoch gives fill-mask answers that fit (top-1 fits >= half the "
+                "claim": "The shipped mlm recipe's epoch gives fill-mask answers that fit (top-1 fits >= half the "
                 "sentences) (target)",
                 "reading": f"step {sensible['step']} of {record['steps']}" if sensible else "not within the epoch",
                 "verdict": "met" if sensible else "not met",

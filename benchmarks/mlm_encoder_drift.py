@@ -99,9 +99,10 @@ def main() -> None:
         for label in study.variants
         for seed in study.final_seeds
     }
-    missing = [str(path) for path in runs.values() if not (path / "best.safetensors").is_file()]
-    if missing:
-        raise SystemExit(f"no finished encoder in {', '.join(missing)}: run `embreg study run "
+    missing = [label for label, path in runs.items() if not (path / "best.safetensors").is_file()]
+    runs = {label: path for label, path in runs.items() if label not in missing}
+    if not runs:
+        raise SystemExit(f"no finished encoder under {args.runs}: run `embreg study run "
                          "studies/mlm-sse-pretraining.yaml` first (from the folder --runs is relative to)")  # fmt: skip
     base, tokenizer = load_pretrained("all-minilm-l6-v2", progress=False)
     texts = {name: load_text_task(load_recipe(recipe)).texts["test"] for name, recipe in TEXT_SETS.items()}
@@ -134,11 +135,13 @@ def main() -> None:
     labels = list(study.variants)
     for seed in study.final_seeds:
         a, b = f"{labels[1]}/{seed}", f"{labels[0]}/{seed}"
-        pairs[f"{a} vs {b}"] = compare(a, b, states[a], states[b])
+        if a in states and b in states:
+            pairs[f"{a} vs {b}"] = compare(a, b, states[a], states[b])
     record = {
         "command": "python benchmarks/mlm_encoder_drift.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()}, cpu, torch {torch.__version__}, run {_utc_now()} UTC",
         "runs": {label: str(path) for label, path in runs.items()},
+        "missing": missing,
         "texts": {name: len(t) for name, t in texts.items()},
         "to_minilm": to_minilm,
         "pairs": pairs,
@@ -161,14 +164,35 @@ def _table(rows: dict[str, dict[str, Any]], text_sets: list[str], first: str) ->
     return lines
 
 
+def _span(values: list[float], spec: str) -> str:
+    """``low-high`` of ``values`` in the format ``spec`` (one value when they agree at that precision)."""
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}-{high}"
+
+
 def write_page(out: Path, record: dict) -> None:
     """``README.md`` (the two tables and what they say) and ``summary.json`` of a record."""
     text_sets = list(record["texts"])
     to_minilm, pairs = record["to_minilm"], record["pairs"]
     moved = [row["weights"] for row in to_minilm.values()]
-    apart = [row["weights"] for row in pairs.values()]
-    cka_pairs = [row[f"cka {name}"] for row in pairs.values() for name in text_sets]
     cka_base = [row[f"cka {name}"] for row in to_minilm.values() for name in text_sets]
+    reading = (
+        f"continued pre-training changed {_span(moved, '.2%')} of the encoder's weight norm, and its text "
+        f"representations keep a linear CKA of {_span(cka_base, '.3f')} with MiniLM's."
+    )
+    if pairs:
+        apart = [row["weights"] for row in pairs.values()]
+        cka_pairs = [row[f"cka {name}"] for row in pairs.values() for name in text_sets]
+        reading += (
+            f" The encoders with and without SSE-SE of one pre-training seed differ by {_span(apart, '.2%')} of it, "
+            f"with a linear CKA of {_span(cka_pairs, '.3f')} between them."
+        )
+    missing = record.get("missing", [])
+    if missing:
+        reading += (
+            f" Not measured: {', '.join(missing)} (no finished encoder when this ran; `python "
+            "benchmarks/mlm_encoder_drift.py` again once study mlm-sse-pretraining has finished)."
+        )
     sizes = ", ".join(f"{n:,} {name} texts" for name, n in record["texts"].items())
     lines = [
         "# Masked-LM pre-training: how far the encoders moved from MiniLM",
@@ -189,12 +213,9 @@ def write_page(out: Path, record: dict) -> None:
         "",
         "## With against without SSE-SE, same pre-training seed",
         "",
-        *_table(pairs, text_sets, "pair"),
+        *(_table(pairs, text_sets, "pair") if pairs else ["No pair of encoders of one seed had finished."]),
         "",
-        f"Reading: continued pre-training changed {min(moved):.2%}-{max(moved):.2%} of the encoder's weight norm; "
-        f"the encoders with and without SSE-SE of one pre-training seed differ by {min(apart):.2%}-{max(apart):.2%} "
-        f"of it. Their text representations keep a linear CKA of {min(cka_base):.3f}-{max(cka_base):.3f} with "
-        f"MiniLM's and {min(cka_pairs):.3f}-{max(cka_pairs):.3f} with each other.",
+        f"Reading: {reading}",
     ]
     (out / "README.md").write_text("\n".join(lines) + "\n")
     write_benchmark_summary(

@@ -27,8 +27,8 @@ a masked position is never swapped and [MASK] / [PAD] / [CLS] / [SEP] / [UNK] ar
 targets of the selected positions.
 
 Metrics: ``loss``, ``ppl`` and ``accuracy`` (masked-token top-1 accuracy: the share of the selected positions whose
-highest-scoring id is the original word piece) on ``val``/``test``; ``implicit_sse_rate`` (the share of the training texts'
-non-special tokens BERT's masking replaces by a random token, measured at the recipe's settings: the SSE-SE
+highest-scoring id is the original word piece) on ``val``/``test``; ``implicit_sse_rate`` (the share of the training
+texts' non-special tokens BERT's masking replaces by a random token, measured at the recipe's settings: the SSE-SE
 equivalent of Sec. 4.4) and ``mask_replaced_rate`` (replaced by [MASK] or a random token).
 
 Example:

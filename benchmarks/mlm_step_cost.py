@@ -300,9 +300,11 @@ def write_page(out: Path, record: dict) -> None:
         f"evaluation set, less 1,000 held out for perplexity) is {-(-record['pretraining_texts'] // batch_size)} "
         f"steps: **{record['epoch_minutes_pretraining_texts']:.0f} min** at this step time "
         f"({record['epoch_minutes_all_reviews']:.0f} min for all {REVIEWS_WITH_TEXT:,} reviews with text). "
-        f"{record['full_length_batch_share']:.0%} of the batches of {batch_size} reach {record['max_length']} word "
-        "pieces (a batch is cut to its longest text), so the epoch takes about that long; `embreg run mlm` shows a "
-        "progress bar over it.",
+        f"{record['full_length_batch_share']:.0%} of the batches of {batch_size} drawn at random reach "
+        f"{record['max_length']} word pieces (a batch is cut to its longest text), so an epoch of random batches "
+        "(`data.group_by_length: false`) takes about that long; the recipes' default batches of texts of similar "
+        "length are faster ([mlm-batching](../mlm-batching/README.md)). `embreg run mlm` shows a progress bar over "
+        "the epoch.",
         "",
         *_measured_lines(record),
         "The step times say how much CPU the run got; the ratio is "

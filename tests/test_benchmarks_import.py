@@ -22,6 +22,9 @@ OPTIONAL = {  # script -> optional dependencies it imports or needs to build its
     "finetune_cost_profile": ("transformers",),
     "finetune_noise_attenuation": ("transformers",),
     "mlm_step_cost": ("transformers",),
+    "mlm_batching": ("transformers",),
+    "mlm_fill_mask_curve": ("transformers",),
+    "mlm_encoder_drift": ("transformers",),
 }
 
 

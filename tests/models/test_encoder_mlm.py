@@ -70,3 +70,17 @@ def test_token_and_label_transforms_leave_specials_and_structure_alone() -> None
 def test_a_non_bert_encoder_is_refused() -> None:
     with pytest.raises(ConfigError, match="Linear is not a BERT-family encoder"):
         MaskedLanguageModel(torch.nn.Linear(2, 2))
+
+
+def test_padding_changes_neither_the_logits_nor_the_loss_of_a_text() -> None:
+    """A text's logits do not depend on how much padding its batch carries (dynamic padding, length grouping)."""
+    model = _model().eval()
+    batch = _batch()
+    short = {k: v[:1, :5] for k, v in batch.items()}  # the first text alone, cut to its own 5 tokens
+    wide = {k: torch.cat([v, torch.zeros(2, 7, dtype=v.dtype)], dim=1) for k, v in batch.items()}
+    wide["labels"][:, 6:] = -100  # 7 padding columns more
+    with torch.no_grad():
+        alone, together, padded = model(short), model(batch), model(wide)
+    assert torch.equal(together.predictions, padded.predictions)  # all-padding columns are cut
+    assert torch.allclose(alone.predictions, together.predictions[:1], atol=1e-5)  # beside a longer text
+    assert torch.allclose(model.loss(short, alone), F.cross_entropy(together.predictions[:1], torch.tensor([11])))

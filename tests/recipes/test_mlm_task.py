@@ -90,6 +90,27 @@ def test_p_zero_reproduces_the_plain_run_bit_for_bit(tiny_bert: Path, tmp_path: 
     assert with_sse.metrics["val_loss"] != plain.metrics["val_loss"]
 
 
+def test_held_out_masked_accuracy_is_reported_beside_perplexity(mlm_run: Path) -> None:
+    metrics = json.loads((mlm_run / "metrics.json").read_text())
+    history = [json.loads(line) for line in (mlm_run / "history.jsonl").read_text().splitlines()]
+    assert 0 <= metrics["val_accuracy"] <= 1 and 0 <= metrics["test_accuracy"] <= 1
+    assert "val_accuracy" in history[0] and "| test_accuracy |" in (mlm_run / "report.md").read_text()
+
+
+def test_training_batches_are_grouped_by_length_unless_switched_off(tiny_bert: Path) -> None:
+    from embreg.train.length_grouped_batches import LengthGroupedBatches
+
+    def longest(group: bool) -> list[int]:
+        overrides = [*SMALL, "data.max_length=128", "train.batch_size=8", f"data.group_by_length={group}"]
+        recipe = load_recipe("mlm", [*overrides, f"model.pretrained={tiny_bert}"])
+        batches = build_run(recipe).batches
+        assert isinstance(batches, LengthGroupedBatches) == group
+        return sorted(int(b["attention_mask"].sum(dim=1).max()) for b in batches.epoch(0))
+
+    grouped, drawn = longest(True), longest(False)
+    assert sum(grouped) < sum(drawn)  # batches of similar lengths: the shorter ones are cut shorter
+
+
 def test_resume_equals_the_uninterrupted_run(tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from embreg.train.trainer import Trainer
 

@@ -37,15 +37,20 @@ def test_the_pretraining_study_keeps_mlm_and_mlm_sse_encoders_with_checkpoints()
 
 @pytest.mark.parametrize("name", FINETUNING)
 def test_every_fine_tuning_run_starts_from_a_kept_pretraining_run(name: str) -> None:
+    pretraining = load_study(ROOT / "studies" / "mlm-sse-pretraining.yaml")
+    kept = {f"{pretraining.keep_runs}/{slug}/seed-{s}" for slug in ("mlm", "mlm-sse") for s in pretraining.final_seeds}
     spec = load_study(ROOT / "studies" / f"{name}.yaml")
-    assert spec.seeds >= 5 and set(spec.variants) == {"No CPT", "MLM", "MLM+SSE"}
-    sources = {}
+    assert spec.seeds >= 5
+    sources, fine_tuning_sse = {}, {}
     for variant, recipes in _recipes(name).items():
         assert all(recipe.task == "classification" for recipe in recipes)
         sources[variant] = {recipe.model.config.pretrained for recipe in recipes}
-    assert sources == {
-        "No CPT": {"all-minilm-l6-v2"},
-        "MLM": {"runs/mlm-sse-study/mlm/seed-0"},  # <keep_runs>/<variant slug>/seed-<s> of mlm-sse-pretraining
-        "MLM+SSE": {"runs/mlm-sse-study/mlm-sse/seed-0"},
-    }
+        fine_tuning_sse[variant] = {
+            (spec_.entry.name, spec_.p) for recipe in recipes for spec_ in recipe.index_transforms.values()
+        }
+    assert sources.pop("No CPT") == {"all-minilm-l6-v2"}
+    # <keep_runs>/<variant slug>/seed-<s> of mlm-sse-pretraining: every kept encoder, with and without SSE in fine-tuning
+    assert {next(iter(s)) for v, s in sources.items() if "FT+SSE" not in v} == kept
+    assert {next(iter(s)) for v, s in sources.items() if "FT+SSE" in v} == {k for k in kept if "mlm-sse/" in k}
+    assert all(fine_tuning_sse[v] == ({("sse-se", 0.01)} if "FT+SSE" in v else set()) for v in fine_tuning_sse)
     assert "mlm-sse-pretraining" in " ".join(spec.notes)

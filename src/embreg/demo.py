@@ -69,6 +69,7 @@ def run_demo(out: Path, seeds: int = 5, workers: int = 2, echo=print, *, overwri
 
     Raises:
         RunDirectoryInUseError: ``out`` holds an earlier demo and ``overwrite`` is false (nothing is trained).
+        OutputPathError: ``out`` is a file or lies below one (nothing is trained).
     """
     _claim_demo_dir(out, overwrite)
     jobs = [(recipe, seed) for c in COMPARISONS for recipe in (c.baseline, *c.techniques) for seed in range(seeds)]
@@ -172,14 +173,17 @@ def _section(comparison: Comparison, out: Path, metrics: dict[str, list[dict]], 
 
 
 def _claim_demo_dir(out: Path, overwrite: bool) -> None:
-    """Refuses an ``out`` that holds an earlier demo's files, or deletes them first with ``overwrite``.
+    """Refuses an ``out`` that holds an earlier demo's files, or deletes them first with ``overwrite``; refuses an
+    ``out`` that is a file or lies below one (:func:`~embreg.train.output_paths.check_output_directory`).
 
     Only the demo's own entries (``demo.md`` and one folder per recipe of :data:`COMPARISONS`) count and are deleted.
     """
     import shutil
 
+    from embreg.train.output_paths import check_output_directory
     from embreg.train.run_dir import RunDirectoryInUseError
 
+    check_output_directory(out, "demo directory")
     recipes = [recipe for c in COMPARISONS for recipe in (c.baseline, *c.techniques)]
     there = [path for path in (out / "demo.md", *(out / recipe for recipe in recipes)) if path.exists()]
     if not there:

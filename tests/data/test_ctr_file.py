@@ -286,7 +286,7 @@ def test_bad_separator(tmp_path: Path) -> None:
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "c.csv"
     path.write_bytes(b"label,site\n1,\xff\xfe\n")
-    with pytest.raises(DataError, match="is not UTF-8 text"):
+    with pytest.raises(DataError, match=r"c\.csv: line 2 is not UTF-8 text \(byte 0xff\)"):
         load_ctr_file(path)
 
 

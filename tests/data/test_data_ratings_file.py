@@ -158,3 +158,15 @@ def test_empty_parquet(tmp_path: Path) -> None:
     (tmp_path / "zero.parquet").write_bytes(b"")
     with pytest.raises(DataError, match="is empty"):
         load_ratings_file(tmp_path / "zero.parquet")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_bytes_that_are_not_utf8_name_the_line_far_into_a_file(tmp_path: Path, suffix: str) -> None:
+    """The reader decodes in chunks; the line is counted from the file's start, not from the chunk's."""
+    rows = "".join(f"{u},{u % 7},3\n" for u in range(5000))  # ~40 KB: several chunks before the bad byte
+    data = b"\xef\xbb\xbfuser_id,item_id,rating\n" + rows.encode() + b"1,caf\xe9,4\n"
+    path = tmp_path / f"bad{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+    with pytest.raises(DataError) as info:
+        load_ratings_file(path)
+    assert str(info.value) == f"{path}: line 5002 is not UTF-8 text (byte 0xe9); save the file as UTF-8"

@@ -269,7 +269,7 @@ def test_malformed_files(tmp_path: Path) -> None:
         load_text_file(ragged)
     latin = tmp_path / "latin.csv"
     latin.write_bytes("text,label\ncaf\xe9,1\nb,0\nc,1\n".encode("latin-1"))
-    with pytest.raises(DataError, match=r"latin\.csv is not UTF-8"):
+    with pytest.raises(DataError, match=r"latin\.csv: line 2 is not UTF-8 text \(byte 0xe9\)"):
         load_text_file(latin)
     bad_parquet = write(tmp_path / "bad.parquet", "this is not parquet")
     with pytest.raises(DataError, match=r"bad\.parquet is not a readable parquet file"):

@@ -8,6 +8,7 @@ from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 from embreg.models import EncoderClassifier, ModelOutput
 from embreg.models.hidden_states import hidden_states_dict
+from embreg.models.pretrained import quiet_loading
 from embreg.regularizers.layer_stack import SequentialStack
 from tests.helpers.threads import one_thread  # noqa: F401 (re-exported for the fine-tuning tests)
 
@@ -91,7 +92,7 @@ def tiny_checkpoint(directory, *, mask: bool = False) -> object:
         **({"mask_token": "[MASK]"} if mask else {}),
     ).save_pretrained(directory)
     torch.manual_seed(0)
-    BertModel(
+    bert = BertModel(
         BertConfig(
             vocab_size=len(vocab),
             hidden_size=8,
@@ -100,5 +101,7 @@ def tiny_checkpoint(directory, *, mask: bool = False) -> object:
             intermediate_size=16,
             max_position_embeddings=64,
         )
-    ).save_pretrained(directory)
+    )
+    with quiet_loading():  # no "Writing model shards" bar in the stderr of a test that builds it lazily
+        bert.save_pretrained(directory)
     return directory

@@ -25,3 +25,16 @@ def test_overwrite_deletes_only_the_demos_own_entries(tmp_path):
     (tmp_path / "notes.txt").write_text("mine\n")
     _claim_demo_dir(tmp_path, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", ["demo", "sweep"])
+def test_an_out_at_a_file_or_below_one_is_one_line_before_anything_runs(tmp_path, capfd, command):
+    pytest.importorskip("optuna")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    args = ["demo", "--seeds", "1"] if command == "demo" else ["sweep", "mf", "--trials", "1"]
+    for out, says in ((tmp_path / "notes.txt", "is an existing file"), (tmp_path / "notes.txt" / "x", "lies below")):
+        assert main([*args, "--out", str(out)]) == 2
+        captured = capfd.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"embreg: error: {command} directory")
+        assert says in captured.err and len(captured.err.splitlines()) == 1
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"

@@ -125,6 +125,28 @@ def test_a_directory_holding_no_run_may_be_written_and_resume_with_overwrite_is_
         RunDirectory(tmp_path).claim(resume=True, overwrite=True)
 
 
+def test_a_series_refused_before_its_first_seed_wrote_anything_leaves_the_directory_as_it_was(tmp_path, capsys):
+    """A data error of a ``--seeds`` run (here: more sampled negatives than a 30-item catalogue allows) leaves no
+    run files, as a refused single run does, so the corrected command runs without ``--overwrite``."""
+    from tests.helpers.small_files import small_file_overrides
+
+    files = small_file_overrides("next-item", tmp_path)
+    out, mine = tmp_path / "run", tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for target in (out, mine):
+        refused = ["run", "sasrec", *set_args([*files, "data.eval_negatives=100", *QUICK[1:]]), "--seeds", "2"]
+        assert main([*refused, "--out", str(target)]) == 2
+        assert "fits this data" in capsys.readouterr().err
+    assert not out.exists() and sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    fixed = ["run", "sasrec", *set_args([*files, "data.eval_negatives=5", *QUICK[1:]]), "--seeds", "2"]
+    assert main([*fixed, "--out", str(out)]) == 0
+    assert (out / "summary.json").is_file()
+    with pytest.raises(ConfigError, match="data.eval_negatives"):  # a resume keeps what the run wrote
+        run_seeds(load_recipe("sasrec", [*files, "data.eval_negatives=100", *QUICK[1:]]), out, 2, resume=True)
+    assert (out / "config.yaml").is_file() and (out / RUN_RECORD).is_file()
+
+
 def test_default_run_names_differ_for_runs_started_in_the_same_second(monkeypatch):
     monkeypatch.setattr(time, "strftime", lambda fmt, *args: "20240101-120000")
     names = {cli._default_out("mf") for _ in range(20)}

@@ -75,3 +75,19 @@ def test_unknown_users_and_bad_requests_are_clear_errors(trained) -> None:
         run.recommend(None, history=["1"])
     with pytest.raises(ConfigError, match="recommend serves"):
         load(trained("rating")).recommend(None)
+
+
+def test_serving_a_run_whose_sizes_were_fitted_prints_no_training_notes(tmp_path, capfd) -> None:
+    """Training said once that the negatives were fitted to the small file (report.md keeps it); serving, which
+    prepares the data again, says nothing of it."""
+    from embreg.cli import main
+    from tests.helpers.recipes import set_args
+    from tests.helpers.small_files import small_file_overrides
+
+    files = small_file_overrides("next-item", tmp_path)
+    quick = ["train.epochs=1", "train.progress=false", "train.threads=1"]
+    assert main(["run", "sasrec", *set_args([*files, *quick]), "--out", str(tmp_path / "run")]) == 0
+    assert "embreg: note: " in capfd.readouterr().err and "fitted" in (tmp_path / "run" / "report.md").read_text()
+    assert main(["recommend", str(tmp_path / "run"), "--users", "1", "--out", str(tmp_path / "top.csv")]) == 0
+    out, err = capfd.readouterr()
+    assert err == "" and out.startswith("1 users, top-10 items")

@@ -90,6 +90,27 @@ def test_a_fine_tuned_run_with_the_recipes_defaults_predicts_and_exports(tmp_pat
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
 
 
+def test_a_run_fine_tuned_from_a_relative_checkpoint_is_served_from_any_directory(tmp_path: Path, monkeypatch) -> None:
+    """``--set model.pretrained=runs/mlm`` (the README's line) records the directory's absolute path, so the run is
+    served from another working directory."""
+    from tests.helpers.finetune_tiny import tiny_checkpoint
+
+    tiny_checkpoint(tmp_path / "bert")
+    monkeypatch.chdir(tmp_path)
+    overrides = ["model.pretrained=bert", "model.pooling=cls", "train.epochs=1", *QUICK[1:]]
+    run_single(load_recipe("ft-polarity", overrides), tmp_path / "run")
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]["pretrained"] == str(
+        tmp_path / "bert"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    (elsewhere / "texts.txt").write_text("good film\nbad dress\n")
+    assert main(["predict", str(tmp_path / "run"), "--input", "texts.txt", "--out", "p.csv"]) == 0
+    assert main(["export", str(tmp_path / "run"), "--out", "hf"]) == 0
+    assert load_recipe("ft-polarity").model.pretrained == "all-minilm-l6-v2"  # a registry name stays a name
+
+
 # -- the config as trained ----------------------------------------------------------------------------------------
 def test_the_run_record_holds_the_config_as_trained_and_the_status(trained) -> None:
     path = trained("rating")

@@ -92,3 +92,19 @@ def test_mean_pooled_encoder_exports_its_encoder_and_head(trained, tmp_path: Pat
         theirs = ((hidden * mask).sum(1) / mask.sum(1)) @ head["weight"].T + head["bias"]
         ours = run.model(dict(batch)).predictions
     torch.testing.assert_close(theirs.squeeze(-1), ours, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["classification", "regression", "mlm"])
+def test_a_hugging_face_export_prints_no_bars(trained, tmp_path: Path, capfd, family: str) -> None:
+    """``save_pretrained``'s "Writing model shards" bar (carriage returns in a log) is not embreg's to print."""
+    from transformers.utils import logging
+
+    from embreg.cli import main
+
+    run_dir = trained(family)
+    capfd.readouterr()
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "hf")]) == 0
+    out, err = capfd.readouterr()
+    assert "Writing model shards" not in out + err and "\r" not in out + err
+    assert err == "" and out.startswith(f"exported {family} run")
+    assert logging.is_progress_bar_enabled()  # the user's own setting is left as it was

@@ -50,12 +50,13 @@ from embreg.data.tables import (
     Table,
     _first_record,
     _open_text,
+    _raw_bytes,
     detect_separator,
     read_parquet_table,
     read_text_table,
     resolve_column,
 )
-from embreg.data.user_files import check_regular_file
+from embreg.data.user_files import check_regular_file, not_utf8_error
 from embreg.errors import DataError
 
 __all__ = ["load_ctr_file"]
@@ -84,8 +85,8 @@ def _header(path: Path, sep: str | None) -> tuple[list[str], str | None]:
     try:
         with _open_text(path) as handle:
             header = _first_record(csv.reader(handle, delimiter=sep))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except UnicodeDecodeError:
+        raise not_utf8_error(_raw_bytes(path), str(path)) from None
     except csv.Error as exc:
         raise DataError(f"{path}: malformed text ({exc})") from exc
     if header is None:

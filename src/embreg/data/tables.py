@@ -19,6 +19,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
+from embreg.data.user_files import not_utf8_error
 from embreg.errors import DataError
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -64,6 +65,11 @@ def _open_text(path: Path) -> IO[str]:
     if path.suffix.lower() == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
+
+
+def _raw_bytes(path: Path) -> bytes:
+    """The bytes :func:`_open_text` decodes (a ``.gz`` file's decompressed)."""
+    return gzip.decompress(path.read_bytes()) if path.suffix.lower() == ".gz" else path.read_bytes()
 
 
 def resolve_column(requested: str, header: Sequence[str], role: str, path: Path) -> str:
@@ -145,8 +151,8 @@ def read_text_table(path: Path, wanted: Sequence[tuple[str, str]], sep: str, *, 
                 for column, position in zip(values, positions):
                     column.append(record[position])
                 lines.append(reader.line_num)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except UnicodeDecodeError:
+        raise not_utf8_error(_raw_bytes(path), str(path)) from None
     except csv.Error as exc:
         raise DataError(f"{path}: malformed text ({exc})") from exc
     if not lines:

@@ -25,7 +25,7 @@ from typing import Any
 from embreg.data.cache import sha256_file
 from embreg.errors import DataError
 
-__all__ = ["check_regular_file", "describe_file", "resolved_path", "FLOAT32_MAX"]
+__all__ = ["check_regular_file", "describe_file", "resolved_path", "not_utf8_error", "FLOAT32_MAX"]
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: a value beyond it would become ``inf`` in the tensors a model trains on."""
@@ -86,3 +86,20 @@ def describe_file(path: str | Path) -> dict[str, Any]:
     """
     file = check_regular_file(path, "data file")
     return {"path": str(resolved_path(file)), "bytes": file.stat().st_size, "sha256": sha256_file(file)}
+
+
+def not_utf8_error(data: bytes, name: str) -> DataError:
+    """The error for ``data`` (read from ``name``) that is not UTF-8 text, naming the line and the byte where the
+    decoding stops (counted from the file's start, after a UTF-8 byte order mark).
+
+    Example:
+        >>> print(not_utf8_error(b"user,item\\n1,\\xff\\n", "r.csv"))
+        r.csv: line 2 is not UTF-8 text (byte 0xff); save the file as UTF-8
+    """
+    try:
+        data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, start) + 1
+        return DataError(f"{name}: line {line} is not UTF-8 text (byte {data[start]:#04x}); save the file as UTF-8")
+    return DataError(f"{name} is not UTF-8 text; save the file as UTF-8")

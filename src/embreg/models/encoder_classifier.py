@@ -22,6 +22,7 @@ from torch import nn
 from embreg.errors import ConfigError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.models.pretrained import recorded_checkpoint
 from embreg.models.text_heads import MultiTaskHeads, Target, head_loss, linear_head, num_task_labels, task_targets
 from embreg.models.transform_sites import present_transforms
 from embreg.models.word_piece_swaps import swap_word_pieces
@@ -240,6 +241,7 @@ class EncoderClassifierConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
+        self.pretrained = recorded_checkpoint(self.pretrained)
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout={self.dropout} is outside [0, 1)")
         if self.init_std <= 0:

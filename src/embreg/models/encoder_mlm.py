@@ -35,6 +35,7 @@ from embreg.errors import ConfigError, DataError
 from embreg.models.encoder_classifier import TEXT_KEYS, trim_padding
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.models.pretrained import recorded_checkpoint
 from embreg.models.transform_sites import is_passed_through, present_transforms
 from embreg.models.word_piece_swaps import swap_word_pieces
 from embreg.registry import register
@@ -221,6 +222,7 @@ class MaskedLMConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
+        self.pretrained = recorded_checkpoint(self.pretrained)
         if self.init_std <= 0:
             raise ConfigError(f"model.init_std={self.init_std} must be > 0")
 

@@ -48,6 +48,7 @@ __all__ = [
     "load_pretrained",
     "load_tokenizer",
     "checkpoint_directory",
+    "recorded_checkpoint",
     "quiet_loading",
     "require_transformers",
     "encoder_source",
@@ -256,6 +257,21 @@ def quiet_loading() -> Iterator[None]:
         logging.set_verbosity(verbosity)
         if bars:
             logging.enable_progress_bar()
+
+
+def recorded_checkpoint(name_or_path: str) -> str:
+    """``model.pretrained`` as a run records it: an existing local directory (a Hugging Face checkpoint or an
+    ``mlm`` run, ``~`` expanded) as its absolute path, so that the run is served and resumed from any working
+    directory; a registry name, or a path that does not exist (an error when the model is built), as given.
+
+    Example:
+        >>> recorded_checkpoint("all-minilm-l6-v2")
+        'all-minilm-l6-v2'
+        >>> recorded_checkpoint("/tmp/../tmp")
+        '/tmp'
+    """
+    path = Path(name_or_path).expanduser()
+    return str(path.resolve()) if path.is_dir() else name_or_path
 
 
 def checkpoint_directory(name_or_path: str | Path, progress: bool = False) -> Path:

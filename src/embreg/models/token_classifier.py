@@ -22,6 +22,7 @@ from torch import nn
 from embreg.errors import ConfigError, DataError
 from embreg.models.encoder_classifier import trim_padding
 from embreg.models.output import ModelOutput
+from embreg.models.pretrained import recorded_checkpoint
 from embreg.models.text_heads import MultiTaskHeads, Target, head_loss, linear_head
 from embreg.models.transform_sites import present_transforms
 from embreg.models.word_piece_swaps import swap_word_pieces
@@ -190,6 +191,7 @@ class TokenModelConfig:
     dropout: float = 0.5
 
     def __post_init__(self) -> None:
+        self.pretrained = recorded_checkpoint(self.pretrained)
         if self.init_embeddings not in ("minilm", "random"):
             raise ConfigError(f"model.init_embeddings={self.init_embeddings!r} must be 'minilm' or 'random'")
         default = next(f.default for f in fields(TokenModelConfig) if f.name == "embedding_dim")

@@ -49,7 +49,7 @@ from embreg.train.finite import check_final_metrics
 from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.loggers import RunLoggers, build_loggers
 from embreg.train.optim import check_sparse_gradients, optimizer_factory
-from embreg.train.run_dir import RunDirectory
+from embreg.train.run_dir import CONFIG, RUN_RECORD, RunDirectory
 from embreg.train.schedules import scheduler_factory
 from embreg.train.seeding import seed_everything
 from embreg.train.snapshots import schedule_settings
@@ -383,7 +383,22 @@ def run_seeds(
 
     with files.lock() if current().is_main else contextlib.nullcontext():
         _checked_on_main(claim)
-        return run_seed_series(recipe, out_dir, seeds, run_one)
+        try:
+            return run_seed_series(recipe, out_dir, seeds, run_one)
+        except BaseException:
+            if not resume and current().is_main:
+                _forget_unstarted_series(files)
+            raise
+
+
+def _forget_unstarted_series(files: RunDirectory) -> None:
+    """Removes the series' ``config.yaml`` and ``run.json`` when no seed has written anything yet, so that a
+    series refused while its data or first model was built (a size the file cannot hold, a model too big) leaves
+    the directory as a refused single run does, and the corrected command needs no ``--overwrite``."""
+    if any(seed.is_dir() and any(seed.iterdir()) for seed in files.path.glob("seed-*")):
+        return
+    for name in (CONFIG, RUN_RECORD):
+        files.file(name).unlink(missing_ok=True)
 
 
 def _fmt(value: Any) -> str:

@@ -70,12 +70,14 @@ def sweep(
 
     Raises:
         TrainingError: every trial failed, so there is no best one (the message quotes the first error).
+        OutputPathError: ``out_dir`` is a file or lies below one (before the first trial).
     """
     try:
         import optuna
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ConfigError("embreg sweep needs Optuna: pip install 'embreg[hpo]'") from error
     from embreg.recipes.run import run_single
+    from embreg.train.output_paths import check_output_directory
 
     if trials < 1:
         raise ConfigError(f"trials={trials} must be >= 1")
@@ -85,6 +87,7 @@ def sweep(
         raise ConfigError(f"recipe {cfg0.name!r} has no 'search' section to sweep")
     monitor, mode = cfg0.monitor
     out = Path(out_dir)
+    check_output_directory(out, "sweep directory")
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     terminal = is_terminal(sys.stderr)  # Optuna draws its bar there; elsewhere a plain line per trial

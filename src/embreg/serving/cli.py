@@ -89,10 +89,10 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
         "predict",
         help="predict ratings, clicks, classes or values for new rows / texts; tag new sentences",
         description="rating, ctr: rows in the training file's format -> CSV (the rows' ids, the prediction, status); "
-        "classification, regression: texts, one per line (or a table with data.text_col) -> CSV (text, label and "
-        "probability, or value); tagging: sentences, one per line, or a CoNLL file (tokens in the first column) "
-        "-> CoNLL (token<TAB>tag, a blank line after each sentence). The summary line counts ids (tagging: "
-        "tokens) unseen in training.",
+        "classification, regression: texts, one per line (or a table with data.text_col) -> CSV (every input "
+        "column, then label and probability, or value, and status); tagging: sentences, one per line, or a "
+        "CoNLL file (tokens in the first column) -> CoNLL (token<TAB>tag, a blank line after each sentence). "
+        "The summary line counts ids (tagging: tokens) unseen in training.",
     )
     _common(predict)
     add_overwrite_argument(predict)

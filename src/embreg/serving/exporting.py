@@ -64,15 +64,19 @@ def export(run: TrainedRun, out: str | Path) -> Path:
     Raises:
         ConfigError: ``out`` exists and is not an empty directory, or cannot be one (:func:`check_export_directory`).
     """
+    from embreg.models.pretrained import quiet_loading
+
     target = check_export_directory(out)
     target.mkdir(parents=True, exist_ok=True)
     usage: dict[str, Any] = {}
     if run.recipe.model.name == "encoder-classifier" and getattr(run.recipe.data, "task", None) != "multi":
-        _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
+        with quiet_loading():  # no "Writing model shards" bar of transformers' save_pretrained
+            _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
     elif run.recipe.model.name == "encoder-mlm":
         from embreg.serving.export_mlm import export_masked_lm
 
-        export_masked_lm(run, target)
+        with quiet_loading():
+            export_masked_lm(run, target)
     else:
         from embreg.serving.export_usage import usage_record
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from embreg.data.user_files import not_utf8_error
 from embreg.errors import ConfigError, DataError
 
 __all__ = ["item_list", "split_lines", "decode_lines", "read_lines", "read_stdin_lines"]
@@ -79,12 +80,8 @@ def decode_lines(data: bytes, name: str) -> list[str]:
     """
     try:
         text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, start) + 1
-        raise DataError(
-            f"{name}: line {line} is not UTF-8 text (byte {data[start]:#04x}); save the file as UTF-8"
-        ) from None
+    except UnicodeDecodeError:
+        raise not_utf8_error(data, name) from None
     return split_lines(text)
 
 

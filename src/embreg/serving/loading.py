@@ -173,16 +173,18 @@ def _own_random_stream() -> Iterator[None]:
 def _build(recipe: Any, served: Any = None) -> Any:
     """The run's parts as training built them; given the data for serving (``served``), its model only."""
     from embreg.recipes.run import build_run
+    from embreg.recipes.tasks.data_files import quiet_notices
 
-    with _own_random_stream():
+    with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json
         return build_run(recipe, served, model_only=served is not None)
 
 
 def _prepare(files: RunDirectory, recipe: Any) -> tuple[Any, Any]:
     """The task's data, prepared as training prepared it and checked against the run's records, and its evaluator."""
+    from embreg.recipes.tasks.data_files import quiet_notices
     from embreg.train.seeding import seed_everything
 
-    with _own_random_stream():
+    with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json
         seed_everything(recipe.train.seed)
         prepared = recipe.adapter.prepare(recipe)
     _check_records(files, recipe, prepared)

@@ -33,8 +33,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +52,7 @@ __all__ = [
     "note_dropped",
     "note_fitted",
     "notice",
+    "quiet_notices",
     "resolve_data_file",
     "checked_file",
     "file_record",
@@ -110,12 +113,32 @@ def check_fit_to_file(data: Any) -> None:
         )
 
 
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("embreg_quiet_notices", default=False)
+
+
 def notice(message: str) -> None:
-    """One line on stderr, ``embreg: note: <message>`` (from rank 0 alone under ``torchrun``)."""
+    """One line on stderr, ``embreg: note: <message>`` (from rank 0 alone under ``torchrun``; none inside
+    :func:`quiet_notices`)."""
     from embreg.train.distributed import current
 
-    if current().is_main:
+    if current().is_main and not _QUIET.get():
         print(f"embreg: note: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def quiet_notices() -> Iterator[None]:
+    """No :func:`notice` lines inside the block: serving prepares a run's data again, and what training said of it
+    (sizes fitted to the file, rows dropped) is in the run's ``report.md`` and ``split.json`` already.
+
+    Example:
+        >>> with quiet_notices():
+        ...     notice("not printed")
+    """
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
 
 
 def note_dropped(

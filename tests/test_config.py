@@ -346,3 +346,13 @@ def test_dataclasses_module_is_plain_dataclass() -> None:
     # The configs are ordinary dataclasses: replace() etc. keep working on what from_dict builds.
     cfg = from_dict(RunConfig, {"train": {"lr": 0.1}})
     assert dataclasses.replace(cfg, seed=4).seed == 4
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", float("nan"), float("inf")])
+def test_a_float_setting_must_be_finite(value) -> None:
+    @dataclass
+    class Model:
+        l2: float = 0.0
+
+    with pytest.raises(ConfigError, match=r"'model.l2' must be a finite number"):
+        from_dict(Model, {"l2": value}, path="model")

@@ -25,6 +25,7 @@ Example:
 import copy
 import dataclasses
 import difflib
+import math
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -168,15 +169,24 @@ def _convert(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
     raise TypeError(f"config key {key!r} has a field type from_dict does not support: {tp!r}")
 
 
+class _NotFinite(ConfigError):
+    """A float setting given as nan or inf: reported as it is, also inside unions (``float | None``)."""
+
+
 def _convert_float(value: Any, key: str, *, coerce: bool) -> float:
+    number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if coerce and isinstance(value, str):
+        number = float(value)
+    elif coerce and isinstance(value, str):
         try:
-            return float(value.strip())
+            number = float(value.strip())
         except ValueError:
             pass
-    raise _type_error(key, float, value)
+    if number is None:
+        raise _type_error(key, float, value)
+    if not math.isfinite(number):  # no setting means anything by nan or inf; they would fail mid-training
+        raise _NotFinite(f"config key {key!r} must be a finite number, got {value!r}")
+    return number
 
 
 def _convert_literal(tp: Any, value: Any, key: str) -> Any:
@@ -205,12 +215,16 @@ def _convert_union(tp: Any, value: Any, key: str, *, coerce: bool) -> Any:
             return _convert(only, value, key, coerce=coerce)
         try:
             return _convert(only, value, key, coerce=coerce)
+        except _NotFinite:
+            raise
         except ConfigError:
             raise _type_error(key, tp, value) from None
     for allow_coercion in (False, True) if coerce else (False,):
         for member in candidates:
             try:
                 return _convert(member, value, key, coerce=allow_coercion)
+            except _NotFinite:
+                raise
             except ConfigError:
                 continue
     raise _type_error(key, tp, value)

@@ -49,14 +49,15 @@ class Prediction:
 
     Attributes:
         table: one row per input row kept: the input's id columns, the prediction columns (``rating`` |
-            ``click_probability``) and ``status`` (``ok``, or ``mean`` where the unknown-id policy gave the training
-            mean; ``non-finite`` where the model's output is NaN or infinite, as a failed run's weights give). For texts: every column of the input (a text file or a list: ``text``), the prediction columns
-            (``label`` and ``probability``, one pair per target of a multi-task run, or ``value``; named
-            ``predicted_<name>`` where the input has a column of that name) and ``status`` (``ok``, or ``empty`` for a
+            ``click_probability``) and ``status`` (``ok``; ``mean`` where the unknown-id policy gave the training
+            mean; ``non-finite`` where the model's output is NaN or infinite, as a failed run's weights give). For
+            texts: every column of the input (a text file or a list: ``text``), the prediction columns (``label``
+            and ``probability``, one pair per target of a multi-task run, or ``value``; named ``predicted_<name>``
+            where the input has a column of that name) and ``status`` (``ok``, ``non-finite``, or ``empty`` for a
             blank text, which gets no prediction).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and ``non_finite``; for
-            texts ``rows``, ``predicted``, ``empty``, ``cut`` (texts cut to ``data.max_length`` word pieces),
-            ``unknown_pieces`` (``[UNK]`` word pieces read) and ``max_length``.
+        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
+            ``non_finite``; for texts ``rows``, ``predicted``, ``empty``, ``cut`` (texts cut to ``data.max_length``
+            word pieces), ``unknown_pieces`` (``[UNK]`` word pieces read), ``max_length`` and ``non_finite``.
         kind: ``"rows"``, ``"texts"`` for classification and regression, ``"sentences"`` for tagging.
     """
 

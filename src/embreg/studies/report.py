@@ -303,7 +303,7 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
         if variant != spec.baseline and spec.metrics and not any(values.values()):
             left_out += 1
             continue
-        counts = sorted({len(v) for v in values.values()}) or [0]
+        counts = sorted({len(v) for v in values.values() if v}) or [0]  # metrics a variant never reports: "—"
         n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
         name = f"{variant} (baseline)" if variant == spec.baseline else variant
         cells = [_cell(name), n]

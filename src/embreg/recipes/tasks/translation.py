@@ -41,7 +41,14 @@ from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_d
 from embreg.train.batches import TensorBatches
 from embreg.train.translation_eval import DecodeSettings, TranslationEvaluator
 
-__all__ = ["TranslationDataConfig", "PreparedTranslation", "TranslationTask", "pad_rows"]
+__all__ = [
+    "TranslationDataConfig",
+    "PreparedTranslation",
+    "TranslationSplits",
+    "TranslationTask",
+    "pad_rows",
+    "translation_splits",
+]
 
 COVERAGE_BETA = 0.2
 """GNMT's coverage weight (Wu et al. 2016, Sec. 7), used for the finished run's ``test_*_coverage`` decode."""
@@ -147,6 +154,68 @@ def _subset(pairs: list, limit: int | None, seed: int) -> list:
     return [pairs[i] for i in keep]
 
 
+@dataclass
+class TranslationSplits:
+    """The sentence pairs of each split, as the task trains and scores on them (before any tokenisation).
+
+    Attributes:
+        split: ``{"train" | "valid" | "test": [(source, target), ...]}`` after ``data.max_*_pairs``.
+        rows_read: pairs in the file; with_min_words: pairs left by ``data.min_words``.
+        described: a user's file's record (path and checksum), ``None`` for a registry dataset.
+    """
+
+    split: dict[str, list[tuple[str, str]]]
+    rows_read: int
+    with_min_words: int
+    described: Any = None
+
+    def record(self, d: TranslationDataConfig) -> dict[str, Any]:
+        """What ``split.json`` records of the pairs: the data, the split's seed, fractions and counts."""
+        data = (
+            file_record(self.described, None, self.rows_read)
+            if self.described
+            else {"dataset": d.dataset, "rows": self.rows_read}
+        )
+        return {
+            "data": data,
+            "split_seed": d.split_seed,
+            "pairs_with_min_words": self.with_min_words,
+            "fractions": d.split,
+            "pairs": {name: len(rows) for name, rows in self.split.items()},
+            "distinct_sources": {name: len({s for s, _ in rows}) for name, rows in self.split.items()},
+        }
+
+
+def translation_splits(d: TranslationDataConfig, progress: bool = False) -> TranslationSplits:
+    """The pairs of ``data`` (the registry's dataset or ``data.path``), filtered by ``data.min_words``, split by
+    distinct source sentence and cut to ``data.max_train_pairs`` / ``data.max_eval_pairs``: what the task trains and
+    scores on, and what a non-neural baseline (:mod:`embreg.recipes.baselines`) reads.
+
+    Raises:
+        ConfigError: ``data.min_words`` leaves no pair.
+        DataError: the file cannot be read or split.
+    """
+    described = checked_file(d) if d.path is not None else None
+    if described is not None:
+        pairs = read_pairs(str(d.path), d.source_col, d.target_col)
+    else:
+        from embreg.data.registry import fetch
+        from embreg.data.trans_de_en import TRANS_DE_EN_FILE
+
+        directory = fetch(d.dataset, progress=progress)
+        pairs = read_pairs(directory / TRANS_DE_EN_FILE)
+    rows_read = len(pairs)
+    if d.min_words > 1:
+        pairs = [p for p in pairs if min(len(p[0].split()), len(p[1].split())) >= d.min_words]
+        if not pairs:
+            raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
+    split = split_by_source(pairs, d.split, d.split_seed)
+    split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
+    for name in ("valid", "test"):
+        split[name] = _subset(split[name], d.max_eval_pairs, d.split_seed + 1)
+    return TranslationSplits(split, rows_read, len(pairs), described)
+
+
 class TranslationTask(TaskAdapter):
     """Sequence-to-sequence translation (see the module docstring)."""
 
@@ -212,24 +281,8 @@ class TranslationTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedTranslation:
         d = recipe.data
-        described = checked_file(d) if d.path is not None else None
-        if described is not None:
-            pairs = read_pairs(d.path, d.source_col, d.target_col)
-        else:
-            from embreg.data.registry import fetch
-            from embreg.data.trans_de_en import TRANS_DE_EN_FILE
-
-            directory = fetch(d.dataset, progress=recipe.train.progress)
-            pairs = read_pairs(directory / TRANS_DE_EN_FILE)
-        rows_read = len(pairs)
-        if d.min_words > 1:
-            pairs = [p for p in pairs if min(len(p[0].split()), len(p[1].split())) >= d.min_words]
-            if not pairs:
-                raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
-        split = split_by_source(pairs, d.split, d.split_seed)
-        split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
-        for name in ("valid", "test"):
-            split[name] = _subset(split[name], d.max_eval_pairs, d.split_seed + 1)
+        pairs = translation_splits(d, progress=recipe.train.progress)
+        split = pairs.split
         train_sources = [s for s, _ in split["train"]]
         train_targets = [t for _, t in split["train"]]
         if d.joint_vocab:
@@ -249,14 +302,8 @@ class TranslationTask(TaskAdapter):
             references[name] = [t for _, t in rows]
         sources["valid"] = sources["valid"][: d.valid_sentences]
         references["valid"] = references["valid"][: d.valid_sentences]
-        data = file_record(described, None, rows_read) if described else {"dataset": d.dataset, "rows": rows_read}
         record = {
-            "data": data,
-            "split_seed": d.split_seed,
-            "pairs_with_min_words": len(pairs),
-            "fractions": d.split,
-            "pairs": {name: len(rows) for name, rows in split.items()},
-            "distinct_sources": {name: len({s for s, _ in rows}) for name, rows in split.items()},
+            **pairs.record(d),
             "joint_vocab": d.joint_vocab,
             "vocab_sizes": {side: tok.get_vocab_size() for side, tok in tokenizers.items()},
         }

@@ -39,6 +39,7 @@ from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, check_split, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, resolve_data_file
 from embreg.train.batches import TensorBatches
+from embreg.train.token_batches import TokenBudgetBatches
 from embreg.train.translation_eval import DecodeSettings, TranslationEvaluator
 
 __all__ = [
@@ -71,6 +72,10 @@ class TranslationDataConfig:
         joint_vocab: one BPE vocabulary for both sides (needed by ``model.share_embeddings``), else one per side.
         vocab_size: BPE vocabulary size (per vocabulary, the 4 special tokens included); min_frequency: of a merge.
         max_tokens: BPE tokens kept per sentence (longer ones are cut), before ``</s>``.
+        batch_tokens: a token budget per training batch (fairseq's ``--max-tokens``): pairs sorted by their source
+            and target lengths are cut into batches of at most this many padded tokens on their longer side and at
+            most ``train.batch_size`` pairs, visited in a random order (:mod:`embreg.train.token_batches`);
+            ``null``: batches of ``train.batch_size`` pairs drawn at random, padded to their longest pair.
         valid_sentences: validation sources decoded (greedily) each epoch for ``val_bleu``.
         beam, alpha, beta: test decoding: beam width (1: greedy), GNMT length-normalisation exponent and coverage
             weight (:mod:`embreg.nn.decoding`).
@@ -90,6 +95,7 @@ class TranslationDataConfig:
     vocab_size: int = 8000
     min_frequency: int = 2
     max_tokens: int = 48
+    batch_tokens: int | None = None
     valid_sentences: int = 500
     beam: int = 5
     alpha: float = 0.6
@@ -103,7 +109,7 @@ class TranslationDataConfig:
                 raise ConfigError(f"data.{name}={getattr(self, name)} must be >= 1")
         if self.vocab_size <= 4:
             raise ConfigError(f"data.vocab_size={self.vocab_size} must be > 4 (the special tokens take 4 ids)")
-        for name in ("max_train_pairs", "max_eval_pairs"):
+        for name in ("max_train_pairs", "max_eval_pairs", "batch_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"data.{name}={value} must be >= 1 or null")
@@ -322,8 +328,11 @@ class TranslationTask(TaskAdapter):
         size = prepared.source_vocab_size if kind == "source" else prepared.target_vocab_size
         return size - 4
 
-    def batches(self, recipe, prepared: PreparedTranslation) -> TensorBatches:
-        return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)
+    def batches(self, recipe, prepared: PreparedTranslation) -> TensorBatches | TokenBudgetBatches:
+        train, budget = prepared.tensors["train"], recipe.data.batch_tokens
+        if budget is None:
+            return TensorBatches(train, recipe.train.batch_size, seed=recipe.train.seed)
+        return TokenBudgetBatches(train, budget, max_examples=recipe.train.batch_size, seed=recipe.train.seed)
 
     def evaluator(self, recipe, prepared: PreparedTranslation) -> TranslationEvaluator:
         d = recipe.data

@@ -188,6 +188,16 @@ def embreg_arm(
     return step, built
 
 
+def padding_share(batches) -> float:  # noqa: ANN001 - any iterable of batches
+    """The share of padding among the ids of ``batches`` (both sides)."""
+    real = padded = 0
+    for batch in batches:
+        for t in batch.values():
+            real += int((t != 0).sum())
+            padded += t.numel()
+    return 1 - real / padded
+
+
 def epoch_batches(tensors: dict[str, torch.Tensor], pairs: torch.Tensor, recipe) -> dict[str, list[dict]]:  # noqa: ANN001
     """Each arm's batches of one epoch over the same ``pairs``: the peer's length grouping (shared with the
     like-for-like arm), the recipe's token-budget batches, and random batches of 64."""
@@ -278,6 +288,11 @@ def measure(pairs: int, rounds: int, warmup: int = 3) -> dict:
         "train_pairs": int(tensors["source"].shape[0]),
         "pairs": pairs,
         "recipe_batches_per_epoch": len(built.batches),
+        "recipe_padding_share": padding_share(built.batches.epoch(0)),
+        "random_padding_share": padding_share(
+            trimmed(tensors, i)
+            for i in torch.randperm(len(tensors["source"]), generator=torch.Generator().manual_seed(0)).split(64)
+        ),
         "batch_tokens": recipe.data.batch_tokens,
         "batch_size": recipe.train.batch_size,
         "arms": readings,
@@ -295,7 +310,9 @@ def markdown(record: dict) -> str:
         "",
         f"{record['train_pairs']:,} training pairs of the `translation` recipe's split (trans-de-en, at least 3 words "
         f"a side); the recipe's batches: at most {record['batch_size']} pairs and {record['batch_tokens']} padded "
-        f"tokens a side ({record['recipe_batches_per_epoch']} batches per epoch). One torch thread. Every arm "
+        f"tokens a side: {record['recipe_batches_per_epoch']} batches per epoch over the whole training split, "
+        f"{record['recipe_padding_share']:.1%} of their ids padding, against {record['random_padding_share']:.1%} "
+        "in batches of 64 pairs drawn at random, each cut to its longest pair. One torch thread. Every arm "
         f"trains one epoch over the same {record['pairs']:,} pairs drawn at random from the training split, in its "
         f"own batches, the arms taking turns in {record['rounds']} rounds of a share of their epoch each; 3 "
         "warm-up steps per arm come first, untimed.",

@@ -1,7 +1,7 @@
 """Training speed of the ``translation`` recipe against a Hugging Face ``MarianMTModel`` of the same size, one thread.
 
 The peer is what a user of Hugging Face would train from scratch on the same pairs: ``MarianMTModel`` with the
-translator's sizes (d_model 128, 2 + 2 layers, 4 heads, feed-forward 512, dropout 0.1 everywhere, ReLU, sinusoidal
+translator's sizes, read from the recipe (d_model, layers, heads, feed-forward; dropout everywhere, ReLU, sinusoidal
 positions, scaled, shared and tied embeddings over the run's joint BPE vocabulary), Adam (0.9, 0.98, eps 1e-9) with
 the inverse-square-root schedule, gradient clipping at 1.0 and Hugging Face's own ``LabelSmoother`` (epsilon 0.1),
 on batches of 64 pairs made by Hugging Face's length grouping (``get_length_grouped_indices``, what
@@ -23,7 +23,8 @@ Every arm trains one epoch over the same ``--pairs`` pairs drawn at random from 
 Hugging Face's mega-batches of 50 batches, the recipe's batches sorted over all of them), the arms taking turns in
 ``--rounds`` rounds of a share of their epoch each, so load on the machine falls on all of them alike. The reading
 is pairs per second over the epoch; the ratios are embreg's over the peer's. The recipe sorts its whole training
-split (58,247 pairs: 1.3% padding) where this sorts ``--pairs`` of them (more padding): the reading is conservative.
+split where this sorts ``--pairs`` of them, which leaves more padding (the page gives both shares): the reading is
+conservative.
 
     python benchmarks/translation_speed.py --pairs 12800 --rounds 4 [--quiet]
 

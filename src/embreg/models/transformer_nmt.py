@@ -334,9 +334,10 @@ class TransformerTranslator(nn.Module):
 class TransformerTranslatorConfig:
     """``model: {name: transformer-nmt, d_model: 128, ...}``: the encoder-decoder's sizes.
 
-    The default is CPU-sized (2 + 2 layers, width 128); the paper-sized preset (Vaswani et al.'s base, as in the SSE
-    paper's Table 5: 6 + 6 layers, d_model 512, 8 heads, feed-forward 2048, dropout 0.1, label smoothing 0.1) is
-    the recipe ``translation-base`` for a GPU.
+    The defaults are a small CPU size (2 + 2 layers, width 128); the shipped recipe ``translation`` widens it to
+    d_model 256 and feed-forward 1024, and the paper-sized preset (Vaswani et al.'s base, as in the SSE paper's
+    Table 5: 6 + 6 layers, d_model 512, 8 heads, feed-forward 2048, dropout 0.1, label smoothing 0.1) is the recipe
+    ``translation-base`` for a GPU.
 
     Attributes:
         d_model, heads, encoder_layers, decoder_layers, feedforward: sizes.

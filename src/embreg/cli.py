@@ -8,6 +8,7 @@ embreg list [--json]
 embreg data fetch NAME [--force]
 embreg compare DIR DIR ... [--metrics m1,m2 | --all]
 embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
+embreg baseline NAME RECIPE|FILE.yaml [--set data.key=value | baseline.key=value ...] [--out DIR] [--samples N]
 embreg demo [--seeds N] [--out DIR]
 embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
 embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.serving.translating)
@@ -47,6 +48,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (a count of examples to print)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
     return value
 
 
@@ -184,6 +196,48 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_baseline(args: argparse.Namespace) -> int:
+    import json
+
+    from embreg.errors import ConfigError
+    from embreg.recipes import load_recipe
+    from embreg.recipes.baselines import run_baseline, split_options
+    from embreg.train.output_paths import check_output_directory
+
+    overrides, options = split_options(args.set)
+    unused = [o for o in overrides if not o.startswith("data.")]
+    if unused:
+        raise ConfigError(
+            f"--set {unused[0]}: a baseline reads only the recipe's data section (data.KEY=VALUE) and its own options "
+            "(baseline.KEY=VALUE)"
+        )
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        check_output_directory(out)
+        if out.is_dir() and any(out.iterdir()):
+            raise ConfigError(f"--out {out} is a folder that is not empty; give a new one")
+    recipe = load_recipe(args.recipe, overrides)
+    result = run_baseline(args.name, recipe, options)
+    print(
+        f"{args.name} on {recipe.name}'s data ({', '.join(f'{k} {v}' for k, v in result.record['pairs'].items())} pairs)"
+    )
+    for key, value in result.metrics.items():
+        print(f"  {key:24s} {value:.4f}")
+    for row in result.outputs.get("test", [])[: args.samples]:
+        print(
+            f"\n  source:    {row['source']}\n  reference: {row['reference']}\n  {args.name + ':':10s} {row['output']}"
+        )
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(result.metrics, indent=2) + "\n")
+        (out / "record.json").write_text(json.dumps(result.record, indent=2, default=str) + "\n")
+        for split, rows in result.outputs.items():
+            lines = ["source\treference\toutput"] + [f"{r['source']}\t{r['reference']}\t{r['output']}" for r in rows]
+            (out / f"translations-{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"\nmetrics, record and translations: {out}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from embreg.demo import run_demo
 
@@ -281,6 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=0, help="sampler seed")
     sweep.add_argument("--out")
     sweep.set_defaults(func=cmd_sweep)
+
+    baseline = sub.add_parser(
+        "baseline", help="learn and score a non-neural baseline (lexicon) on a recipe's data split, no training"
+    )
+    baseline.add_argument("name", help="a registered baseline (embreg list: baselines), e.g. lexicon")
+    baseline.add_argument("recipe", help="the recipe whose data section (pairs, split, subsets) it reads")
+    baseline.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="data.KEY=VALUE or baseline.KEY=VALUE"
+    )
+    baseline.add_argument("--out", help="an empty or new folder: metrics.json, record.json, translations-*.tsv")
+    baseline.add_argument(
+        "--samples", type=non_negative_int, default=5, help="test translations printed beside their references"
+    )
+    baseline.set_defaults(func=cmd_baseline)
 
     from embreg.studies.cli import add_study_parser
 

@@ -15,6 +15,7 @@ Slots:
 ``objective``      replaces the standard loss (standard, dropout-k, distill)
 ``regularizer``    hooks ``prepare``/``penalty``/``after_backward`` (lnsr, r3f, smart, l2sp, mixout, ...)
 ``analysis``       a study's extra tables and plots from its run log (:mod:`embreg.studies.analyses`)
+``baseline``       a non-neural reference system learnt and scored on a recipe's data (lexicon)
 =================  ==========================================================================================
 
 *Capabilities* make the matrix explicit: a technique ``requires`` some (``layer_stack``: the model can re-run its
@@ -78,7 +79,7 @@ __all__ = [
     "MODEL_DECLARATIONS",
 ]
 
-SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis")
+SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis", "baseline")
 
 BUILTIN_PACKAGES = (
     "embreg.sse",
@@ -88,6 +89,7 @@ BUILTIN_PACKAGES = (
     "embreg.regularizers",
     "embreg.recipes.tasks",
     "embreg.studies.analyses",
+    "embreg.recipes.baselines",
 )
 """Packages whose modules register the built-in entries beside their own code; every module in them is imported
 by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""

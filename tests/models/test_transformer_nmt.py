@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.models.transformer_nmt import NUM_SPECIAL, SPECIAL_IDS, TransformerTranslator, transform_regular_ids
@@ -80,3 +81,13 @@ def test_shared_embeddings_tie_source_target_and_output() -> None:
     with pytest.raises(ConfigError, match="share_embeddings=true needs one joint vocabulary"):
         TransformerTranslator(14, 15, d_model=16, heads=2, share_embeddings=True)
     assert SPECIAL_IDS == {"pad": 0, "bos": 1, "eos": 2, "unk": 3}
+
+
+def test_every_dropout_draws_packed_masks_and_the_state_dict_is_torchs() -> None:
+    from embreg.nn.packed_dropout import PackedDropout
+
+    model = TransformerTranslator(20, 20, d_model=16, heads=2, encoder_layers=2, decoder_layers=2, feedforward=32)
+    dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    assert dropouts and all(type(m) is PackedDropout and m.p == 0.1 for m in dropouts)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, 0.1, batch_first=True)
+    assert {k for k in model.encoder.layers[0].state_dict()} == set(layer.state_dict())

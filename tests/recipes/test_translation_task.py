@@ -117,3 +117,18 @@ def test_settings_the_task_cannot_honour_are_refused(pairs_file: Path) -> None:
         load_recipe("mf", ["index_transforms={source: {name: sse-se}}"])
     with pytest.raises(ConfigError, match="does not take 'md'"):
         load_recipe("translation", quick_overrides(pairs_file) + ["embeddings={name: md}"])
+
+
+def test_batch_tokens_sorts_batches_by_length_and_null_draws_them_at_random(pairs_file: Path) -> None:
+    from embreg.train.batches import TensorBatches
+    from embreg.train.token_batches import TokenBudgetBatches
+
+    sorted_run = build_run(load_recipe("translation", quick_overrides(pairs_file) + ["data.batch_tokens=64"]))
+    assert isinstance(sorted_run.batches, TokenBudgetBatches)
+    for batch in sorted_run.batches.epoch(0):
+        rows, width = batch["source"].shape[0], max(batch["source"].shape[1], batch["target"].shape[1])
+        assert rows <= 32 and (rows * width <= 64 or rows == 1)  # train.batch_size=32 caps the rows
+    random_run = build_run(load_recipe("translation", quick_overrides(pairs_file) + ["data.batch_tokens=null"]))
+    assert isinstance(random_run.batches, TensorBatches)
+    with pytest.raises(ConfigError, match="data.batch_tokens=0 must be >= 1 or null"):
+        load_recipe("translation", quick_overrides(pairs_file) + ["data.batch_tokens=0"])

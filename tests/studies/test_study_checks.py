@@ -9,8 +9,9 @@ import pytest
 import embreg.recipes.run as run_module
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
+from embreg.registry import REGISTRY
 from embreg.studies import RunLog
-from embreg.studies.checks import check_study_metrics
+from embreg.studies.checks import check_method_metrics, check_study_metrics
 from embreg.studies.runner import run_overrides, run_study
 from embreg.studies.spec import StudySpec, load_study
 from tests.studies.study_helpers import TINY, write_study
@@ -115,11 +116,13 @@ SHIPPED = sorted(path.stem for path in (ROOT / "studies").glob("*.yaml"))
 
 
 def _first_recipes(spec: StudySpec) -> dict:
+    """Each trained variant's recipe at its first point (on the CPU: a GPU study's names are checked here too)."""
     recipes = {}
     for variant, point in spec.cells():
-        if variant not in recipes:
+        if variant not in recipes and spec.variants[variant].method is None:
             recipes[variant] = load_recipe(
-                spec.variants[variant].recipe, run_overrides(spec, variant, point, {}, spec.seed_start)
+                spec.variants[variant].recipe,
+                run_overrides(spec, variant, point, {}, spec.seed_start, ["train.device=cpu"]),
             )
     return recipes
 
@@ -128,6 +131,9 @@ def _first_recipes(spec: StudySpec) -> dict:
 def test_every_shipped_study_names_only_reported_metrics(name):
     spec = load_study(ROOT / "studies" / f"{name}.yaml")
     check_study_metrics(spec, _first_recipes(spec))
+    for variant, vspec in spec.variants.items():
+        if vspec.method is not None:
+            check_method_metrics(spec, variant)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -139,7 +145,11 @@ def test_the_logged_runs_report_only_declared_metrics(name):
     if not log.exists():
         pytest.skip(f"{name} has no run log")
     for record in RunLog(log).read():
-        declared = set(recipes[record.variant].adapter.metric_names(recipes[record.variant]))
+        method = spec.variants[record.variant].method
+        if method is not None:
+            declared = set(REGISTRY.get("baseline", method).extra["metrics"])
+        else:
+            declared = set(recipes[record.variant].adapter.metric_names(recipes[record.variant]))
         assert set(record.metrics) - {"history"} - declared == set(), (record.variant, record.seed)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from embreg.errors import ConfigError
 from embreg.studies.spec import StudySpec
 
-__all__ = ["check_study_metrics"]
+__all__ = ["check_study_metrics", "check_method_metrics"]
 
 
 def _check_one(spec: StudySpec, where: str, metric: str, variant: str, recipe: Any) -> None:
@@ -61,3 +61,23 @@ def check_study_metrics(spec: StudySpec, recipes: Mapping[str, Any]) -> None:
     if spec.tune is not None and spec.tune.metric is not None:
         for variant, recipe in recipes.items():
             _check_one(spec, "tune.metric", spec.tune.metric, variant, recipe)
+
+
+def check_method_metrics(spec: StudySpec, variant: str) -> None:
+    """Refuses a claim or ``tune.metric`` reading a metric that a ``method`` variant (a non-neural baseline,
+    :mod:`embreg.recipes.baselines`) does not report. ``metrics`` may name others (the trained variants' own): the
+    baseline's row shows "—" there.
+
+    Raises:
+        ConfigError: naming the claim, the metric and what the baseline reports.
+    """
+    from embreg.registry import REGISTRY
+
+    method = spec.variants[variant].method
+    names = list(REGISTRY.get("baseline", str(method)).extra.get("metrics", ()))
+    for index, claim in enumerate(spec.claims):
+        if variant in (claim.variant, claim.baseline or spec.baseline) and claim.metric not in names:
+            raise ConfigError(
+                f"study {spec.name}: claims[{index}] ({claim.text!r}) reads {claim.metric!r} of variant {variant!r}, "
+                f"which the baseline {method!r} does not report; it reports: {', '.join(names)}"
+            )

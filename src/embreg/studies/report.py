@@ -11,7 +11,8 @@ when the page is still too long the tuning (then the comparison) tables move to 
 
 Verdict of a claim (:func:`judge`): ``reproduced`` when the variant is better than the baseline in the claim's
 direction with a two-sided Welch p < 0.05 over the final seeds, ``opposite`` when it is worse with p < 0.05,
-else ``not reproduced (no significant difference)``. A claim without a point is read at every point: all
+else ``not reproduced (no significant difference)``. Against a deterministic non-neural row (a ``method`` variant:
+one value, no seed variance) the test is the one-sample t-test of the other side's seeds against that value. A claim without a point is read at every point: all
 reproduced -> ``reproduced``, some -> ``partly``, all opposite -> ``opposite``. A reading with no significant
 difference says so when the seeds do not overlap (:func:`one_sided_note`): "every seed of the variant is better
 (worse) than every seed of the baseline", since such a split is itself evidence of a direction that the t-test at
@@ -43,7 +44,7 @@ from embreg.studies.runner import TuningRow, choose, final_records, same_point, 
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.studies.spec import ClaimSpec, StudySpec
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
+from embreg.train.stats import mann_whitney_u, one_sample_t_test, summarize, welch_t_test
 
 __all__ = [
     "write_report",
@@ -118,23 +119,41 @@ def _setting_label(setting: dict[str, Any]) -> str:
     return "`" + ", ".join(parts) + "`" if parts else "(recipe as shipped)"
 
 
-def judge(variant: Sequence[float], baseline: Sequence[float], better: str) -> tuple[str, float]:
-    """The verdict of ``variant`` against ``baseline`` (``better``: ``min`` or ``max``) and the Welch p-value.
-
-    No runs on a side: ``not run``; fewer than two seeds on a side: ``untested`` (with the direction in the word:
-    ``untested (direction holds)`` or ``untested (direction opposite)``), since no test can be made.
+def p_value(a: Sequence[float], b: Sequence[float], fixed: bool = False) -> float:
+    """Welch's p of ``a`` against ``b``; with ``fixed`` (one side a deterministic row: a non-neural ``method``
+    variant, one value without seed variance), the one-sample t-test of the other side against that value.
 
     Example:
-        >>> judge([1.0], [2.0], "min")
-        ('untested (direction holds)', nan)
+        >>> round(p_value([12.1, 12.4, 12.3], [11.0], fixed=True), 4), p_value([12.1, 12.4], [11.0])
+        (0.0048, nan)
+    """
+    if fixed and len(b) == 1:
+        return one_sample_t_test(a, b[0])
+    if fixed and len(a) == 1:
+        return one_sample_t_test(b, a[0])
+    return welch_t_test(a, b)
+
+
+def judge(variant: Sequence[float], baseline: Sequence[float], better: str, fixed: bool = False) -> tuple[str, float]:
+    """The verdict of ``variant`` against ``baseline`` (``better``: ``min`` or ``max``) and the p-value
+    (:func:`p_value`: Welch's, or the one-sample test against a ``fixed`` deterministic side).
+
+    No runs on a side: ``not run``; fewer than two seeds on a side (both sides, when one is ``fixed``): ``untested``
+    (with the direction in the word: ``untested (direction holds)`` or ``untested (direction opposite)``), since no
+    test can be made.
+
+    Example:
+        >>> judge([1.0], [2.0], "min"), judge([1.0, 1.1, 1.2], [2.0], "min", fixed=True)[0]
+        (('untested (direction holds)', nan), 'reproduced')
     """
     if not variant or not baseline:
         return NOT_RUN, float("nan")
     diff = summarize(variant)["mean"] - summarize(baseline)["mean"]
     wins = diff < 0 if better == "min" else diff > 0
-    if min(len(variant), len(baseline)) < 2:
+    seeds = max(len(variant), len(baseline)) if fixed else min(len(variant), len(baseline))
+    if seeds < 2:
         return f"{NOT_TESTED} (direction {'holds' if wins else 'opposite'})", float("nan")
-    p = welch_t_test(variant, baseline)
+    p = p_value(variant, baseline, fixed)
     if math.isnan(p) or p >= ALPHA:
         return NOT_REPRODUCED, p
     return (REPRODUCED if wins else OPPOSITE), p
@@ -179,6 +198,11 @@ def _values(
     return out
 
 
+def _is_method(spec: StudySpec, variant: str) -> bool:
+    """Whether ``variant`` is a deterministic non-neural row (``method``), read once, without seed variance."""
+    return variant in spec.variants and spec.variants[variant].method is not None
+
+
 def _claim_points(spec: StudySpec, claim: ClaimSpec) -> list[dict[str, Any]]:
     points = [p for p in spec.points() if spec.includes(claim.variant, p)]
     if claim.point is None:
@@ -202,12 +226,14 @@ def claim_row(
     for point in points:
         a = _values(spec, records, claim.variant, point, claim.metric, chosen)
         b = _values(spec, records, baseline, point, claim.metric, chosen)
-        verdict, p = judge(a, b, claim.better)
+        fixed = _is_method(spec, claim.variant) or _is_method(spec, baseline)
+        verdict, p = judge(a, b, claim.better, fixed)
         where = f"{_point_label(point)}: " if len(points) > 1 else ""
         note = one_sided_note(a, b, claim.better) if verdict == NOT_REPRODUCED else ""
+        test = "one-sample t-test p" if fixed else "Welch p"
         readings.append(
             f"{where}{claim.variant} {_mean_std(a)} vs {baseline} {_mean_std(b)} "
-            f"(n={len(a)}/{len(b)}, Welch p={format_p(p)}{'; ' + note if note else ''})"
+            f"(n={len(a)}/{len(b)}, {test}={format_p(p)}{'; ' + note if note else ''})"
         )
         verdicts.append(verdict)
         ps.append(p)
@@ -303,7 +329,7 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
         if variant != spec.baseline and spec.metrics and not any(values.values()):
             left_out += 1
             continue
-        counts = sorted({len(v) for v in values.values()}) or [0]
+        counts = sorted({len(v) for v in values.values() if v}) or [0]  # metrics a variant never reports: "—"
         n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
         name = f"{variant} (baseline)" if variant == spec.baseline else variant
         cells = [_cell(name), n]
@@ -312,9 +338,10 @@ def _comparison(spec: StudySpec, records: Sequence[RunRecord], point: dict[str, 
             if variant == spec.baseline:
                 cells += ["—", "—"]
             elif values[metric] and base[metric]:
+                fixed = _is_method(spec, variant) or _is_method(spec, str(spec.baseline))
                 cells += [
-                    format_p(welch_t_test(values[metric], base[metric])),
-                    format_p(mann_whitney_u(values[metric], base[metric])),
+                    format_p(p_value(values[metric], base[metric], fixed)),
+                    "n/a" if fixed else format_p(mann_whitney_u(values[metric], base[metric])),
                 ]
             else:
                 cells += ["n/a", "n/a"]
@@ -513,7 +540,8 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
         claims += [f"| {_cell(r.claim)} | {_cell(r.reading)} | **{_cell(r.verdict)}** |" for r in rows]
         claims += [
             "",
-            "Verdict: two-sided Welch t-test over the final seeds against the baseline, 5% level; "
+            "Verdict: two-sided Welch t-test over the final seeds against the baseline (one-sample t-test against a "
+            "deterministic non-neural row), 5% level; "
             "`reproduced` = better in the paper's direction, `opposite` = significantly worse. A reading without a "
             "significant difference says so when every seed of the variant is better (or worse) than every seed "
             "of the baseline.",
@@ -530,7 +558,13 @@ def write_report(spec: StudySpec, records: Sequence[RunRecord], out_dir: str | P
         comparison_full += _comparison(spec, records, point, chosen) + [""]
     comparison_full += [
         "p-values: two-sided tests of each variant's final seeds against the baseline "
-        f"`{spec.baseline}` (test metrics at the best validation epoch); n/a below two seeds.",
+        f"`{spec.baseline}` (test metrics at the best validation epoch); n/a below two seeds."
+        + (
+            " A non-neural row (one deterministic value) is compared by the one-sample t-test of the other side's "
+            "seeds against its value (no Mann-Whitney test)."
+            if any(v.method is not None for v in spec.variants.values())
+            else ""
+        ),
         "",
     ]
     if has_figure:

@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, TrainingError
-from embreg.studies.checks import check_study_metrics
+from embreg.studies.checks import check_method_metrics, check_study_metrics
 from embreg.studies.kept import check_kept_run, kept_run_dir, metrics_stamp
 from embreg.studies.runlog import RunLog, RunRecord, machine_record, run_key
 from embreg.studies.spec import StudySpec, grid_points, point_overrides
@@ -138,13 +138,23 @@ class Job:
     recipe: str
     overrides: tuple[str, ...]
     run_dir: str | None = None  # the kept run's directory (``keep_runs``), else nothing is kept
+    method: str | None = None  # a non-neural baseline run on the recipe's data (VariantSpec.method)
 
     @property
     def key(self) -> str:
         return run_key(self.variant, self.point, self.phase, self.setting, self.seed)
 
     def command(self) -> str:
-        """The ``embreg run`` command that repeats this run alone (a kept run: into its directory, resuming)."""
+        """The ``embreg run`` (``embreg baseline``) command that repeats this run alone (a kept run: into its
+        directory, resuming)."""
+        if self.method is not None:
+            from embreg.recipes.baselines import split_options
+
+            recipe, options = split_options(self.overrides)
+            kept = [o for o in recipe if o.startswith("data.")] + [f"baseline.{o}" for o in options]
+            return f"embreg baseline {self.method} {shlex.quote(self.recipe)} " + " ".join(
+                f"--set {shlex.quote(o)}" for o in kept
+            )
         command = f"embreg run {shlex.quote(self.recipe)} " + " ".join(
             f"--set {shlex.quote(o)}" for o in self.overrides
         )
@@ -306,8 +316,8 @@ def planned_runs(spec: StudySpec) -> int:
     """
     total = 0
     for variant, _ in spec.cells():
-        per_point = spec.seeds
-        if spec.tune is not None:
+        per_point = len(spec.seeds_of(variant))
+        if spec.tune is not None and spec.variants[variant].method is None:
             settings = (
                 len(grid_points(spec.tune.space_for(variant))) if spec.tune.method == "grid" else spec.tune.trials
             )
@@ -364,19 +374,27 @@ def _plain(value: Any) -> Any:
 
 
 def execute(
-    recipe: str, overrides: Sequence[str], out_dir: str | None = None
+    recipe: str, overrides: Sequence[str], out_dir: str | None = None, method: str | None = None
 ) -> tuple[dict[str, Any], float, dict[str, Any]]:
     """Trains one run (``run_single(load_recipe(recipe, overrides), out_dir, resume=out_dir is not None)``): its
     metrics, seconds and machine.
 
     ``out_dir`` (a kept run, :mod:`embreg.studies.kept`): a finished run there is read back, and its seconds are
     the wall time it took when it was trained. The run's own progress bars stay off (the study shows one bar over
-    its runs); that changes nothing it computes.
+    its runs); that changes nothing it computes. ``method``: the non-neural baseline learnt and scored on the
+    recipe's data instead (:func:`embreg.recipes.baselines.run_baseline`; ``baseline.*`` overrides are its options).
     """
     from embreg.recipes import load_recipe
     from embreg.recipes import run as run_module
 
     started = time.perf_counter()
+    if method is not None:
+        from embreg.recipes.baselines import run_baseline, split_options
+
+        recipe_overrides, options = split_options(overrides)
+        loaded = load_recipe(recipe, [*recipe_overrides, "train.progress=false"])
+        done = run_baseline(method, loaded, options)
+        return {**done.metrics, "history": {}}, time.perf_counter() - started, machine_record()
     loaded = load_recipe(recipe, [*overrides, "train.progress=false"])
     if out_dir is None:
         result = run_module.run_single(loaded, None)
@@ -518,8 +536,9 @@ class _Cell:
     def job(self, phase: Literal["tune", "final"], setting: dict[str, Any], seed: int) -> Job:
         spec = self.spec
         overrides = run_overrides(spec, self.variant, self.point, setting, seed, self.extra)
+        method = spec.variants[self.variant].method
         run_dir = None
-        if phase == "final" and spec.keep_runs is not None:
+        if phase == "final" and spec.keep_runs is not None and method is None:
             run_dir = kept_run_dir(spec.keep_runs, self.variant, self.point, seed).as_posix()
         return Job(
             self.variant,
@@ -530,6 +549,7 @@ class _Cell:
             spec.variants[self.variant].recipe,
             tuple(overrides),
             run_dir,
+            method,
         )
 
     def _rows(self, settings: list[dict[str, Any]], metric: str) -> list[TuningRow]:
@@ -544,7 +564,7 @@ class _Cell:
     def _steps(self) -> Generator[list[Job], None, None]:
         spec, tune = self.spec, self.spec.tune
         chosen: dict[str, Any] = {}
-        if tune is not None:
+        if tune is not None and spec.variants[self.variant].method is None:
             metric, mode = tune_metric(spec, self.variant, self.point)
             if tune.method == "grid":
                 settings = grid_points(tune.space_for(self.variant))
@@ -555,7 +575,7 @@ class _Cell:
                     chosen = settings[0]
             else:
                 chosen = yield from self._optuna(metric, mode)
-        yield [self.job("final", chosen, seed) for seed in spec.final_seeds]
+        yield [self.job("final", chosen, seed) for seed in spec.seeds_of(self.variant)]
 
     def _optuna(self, metric: str, mode: str) -> Generator[list[Job], None, dict[str, Any]]:
         try:
@@ -590,9 +610,16 @@ def _check(spec: StudySpec, extra: Sequence[str]) -> None:
     first = spec.seed_start
     for variant, vspec in spec.variants.items():
         for point in [p for p in spec.points() if spec.includes(variant, p)]:
-            recipe = load_recipe(vspec.recipe, run_overrides(spec, variant, point, {}, first, extra))
+            overrides = run_overrides(spec, variant, point, {}, first, extra)
+            if vspec.method is not None:
+                from embreg.recipes.baselines import split_options
+
+                load_recipe(vspec.recipe, split_options(overrides)[0])
+                check_method_metrics(spec, variant)
+                continue
+            recipe = load_recipe(vspec.recipe, overrides)
             check_study_metrics(spec, {variant: recipe})
-        if spec.tune is not None and spec.tune.method == "grid":
+        if vspec.method is None and spec.tune is not None and spec.tune.method == "grid":
             for key, values in spec.tune.space_for(variant).items():
                 for value in values:
                     load_recipe(
@@ -673,7 +700,8 @@ def run_study(
                         _check_kept(spec, job)
                     cell.pending = {job.key for job in missing}
                     for job in missing:
-                        in_flight[executor.submit(execute, job.recipe, job.overrides, job.run_dir)] = (cell, job)
+                        future = executor.submit(execute, job.recipe, job.overrides, job.run_dir, job.method)
+                        in_flight[future] = (cell, job)
                     return
 
         def fill() -> None:

@@ -10,6 +10,7 @@ dataset: MovieLens-100k (per-user 80/10/10 split, seed 0)
 variants:                             # label -> a recipe and its own overrides; the first is the baseline
   BPR: {recipe: bpr}
   SSE-SE + BPR: {recipe: bpr-sse-se}
+  # a non-neural row on the recipe's data (translation): {recipe: translation, method: lexicon}
 common: [train.progress=false, train.threads=1]   # overrides of every run
 grid: {}                              # reported axes: every combination is a point of its own (e.g. budget x alpha)
 exclude: []                           # points some variants skip: {variants: [...], point: {axis: value}}
@@ -64,10 +65,26 @@ __all__ = [
 
 @dataclass
 class VariantSpec:
-    """One compared configuration: a shipped recipe (or YAML path) and overrides of its own."""
+    """One compared configuration: a shipped recipe (or YAML path) and overrides of its own.
+
+    Attributes:
+        recipe: a shipped recipe name or a YAML file.
+        set: this variant's overrides.
+        method: a registered non-neural baseline (``embreg list``: baselines, e.g. ``lexicon``) learnt and scored on
+            the recipe's data instead of training the recipe (:mod:`embreg.recipes.baselines`); ``baseline.KEY=VALUE``
+            entries of ``set`` are its options. It is deterministic, so it runs once (seed ``seed_start``) and is never
+            tuned; its row shows the metrics it reports and "—" for the others.
+    """
 
     recipe: str
     set: list[str] = field(default_factory=list)
+    method: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.method is not None:
+            from embreg.recipes.baselines import baseline_config, split_options
+
+            baseline_config(self.method, split_options(self.set)[1])  # an unknown method or option fails here
 
 
 @dataclass
@@ -245,6 +262,11 @@ class StudySpec:
     def points(self) -> list[dict[str, Any]]:
         """Every combination of the reported ``grid`` axes (``[{}]`` without a grid)."""
         return grid_points(self.grid)
+
+    def seeds_of(self, variant: str) -> list[int]:
+        """The final seeds ``variant`` runs: :attr:`final_seeds`, or ``[seed_start]`` for a deterministic
+        ``method`` variant."""
+        return [self.seed_start] if self.variants[variant].method is not None else self.final_seeds
 
     def includes(self, variant: str, point: dict[str, Any]) -> bool:
         """Whether ``variant`` runs at ``point`` (no ``exclude`` rule matches)."""

@@ -22,7 +22,15 @@ from typing import Any
 
 from embreg.errors import EmbregError
 
-__all__ = ["summarize", "welch_t_test", "mann_whitney_u", "summarize_runs", "median_interval", "target_verdict"]
+__all__ = [
+    "summarize",
+    "welch_t_test",
+    "one_sample_t_test",
+    "mann_whitney_u",
+    "summarize_runs",
+    "median_interval",
+    "target_verdict",
+]
 
 
 def _floats(values: Sequence[float], name: str) -> list[float]:
@@ -103,6 +111,27 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> float:
     from scipy import stats as scipy_stats  # imported on use: scipy.stats takes ~1 s to import
 
     return float(scipy_stats.ttest_ind(x, y, equal_var=False).pvalue)
+
+
+def one_sample_t_test(values: Sequence[float], value: float) -> float:
+    """Two-sided p-value of the one-sample t-test of ``values``' mean against the fixed ``value``: the test against
+    a deterministic reference (one value without seed variance, such as a non-neural baseline).
+
+    NaN with fewer than two values or a non-finite one; with zero variance, 1.0 if the mean equals ``value``, else
+    0.0 (the statistic's limit).
+
+    Example:
+        >>> round(one_sample_t_test([12.1, 12.4, 12.3], 11.0), 4), one_sample_t_test([3.0], 1.0)
+        (0.0048, nan)
+    """
+    x = _floats(values, "values")
+    if len(x) < 2 or not all(math.isfinite(v) for v in [*x, value]):
+        return float("nan")
+    if max(x) == min(x):
+        return 1.0 if x[0] == value else 0.0
+    from scipy import stats as scipy_stats  # imported on use, as in welch_t_test
+
+    return float(scipy_stats.ttest_1samp(x, value).pvalue)
 
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> float:

@@ -39,9 +39,17 @@ from embreg.errors import ConfigError
 from embreg.recipes.tasks import TaskAdapter, check_split, register_task
 from embreg.recipes.tasks.data_files import checked_file, file_record, note_dropped, resolve_data_file
 from embreg.train.batches import TensorBatches
+from embreg.train.token_batches import TokenBudgetBatches
 from embreg.train.translation_eval import DecodeSettings, TranslationEvaluator
 
-__all__ = ["TranslationDataConfig", "PreparedTranslation", "TranslationTask", "pad_rows"]
+__all__ = [
+    "TranslationDataConfig",
+    "PreparedTranslation",
+    "TranslationSplits",
+    "TranslationTask",
+    "pad_rows",
+    "translation_splits",
+]
 
 COVERAGE_BETA = 0.2
 """GNMT's coverage weight (Wu et al. 2016, Sec. 7), used for the finished run's ``test_*_coverage`` decode."""
@@ -68,6 +76,10 @@ class TranslationDataConfig:
         joint_vocab: one BPE vocabulary for both sides (needed by ``model.share_embeddings``), else one per side.
         vocab_size: BPE vocabulary size (per vocabulary, the 4 special tokens included); min_frequency: of a merge.
         max_tokens: BPE tokens kept per sentence (longer ones are cut), before ``</s>``.
+        batch_tokens: a token budget per training batch (fairseq's ``--max-tokens``): pairs sorted by their source
+            and target lengths are cut into batches of at most this many padded tokens on their longer side and at
+            most ``train.batch_size`` pairs, visited in a random order (:mod:`embreg.train.token_batches`);
+            ``null``: batches of ``train.batch_size`` pairs drawn at random, padded to their longest pair.
         valid_sentences: validation sources decoded (greedily) each epoch for ``val_bleu``.
         beam, alpha, beta: test decoding: beam width (1: greedy), GNMT length-normalisation exponent and coverage
             weight (:mod:`embreg.nn.decoding`).
@@ -91,6 +103,7 @@ class TranslationDataConfig:
     vocab_size: int = 8000
     min_frequency: int = 2
     max_tokens: int = 48
+    batch_tokens: int | None = None
     valid_sentences: int = 500
     beam: int = 5
     alpha: float = 0.6
@@ -104,7 +117,7 @@ class TranslationDataConfig:
                 raise ConfigError(f"data.{name}={getattr(self, name)} must be >= 1")
         if self.vocab_size <= 4:
             raise ConfigError(f"data.vocab_size={self.vocab_size} must be > 4 (the special tokens take 4 ids)")
-        for name in ("max_train_pairs", "max_eval_pairs"):
+        for name in ("max_train_pairs", "max_eval_pairs", "batch_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"data.{name}={value} must be >= 1 or null")
@@ -163,6 +176,85 @@ def _cut_sentences(split: dict[str, list], tokenizers: dict[str, Any], max_token
         long = sum(len(encoding.ids) > max_tokens for encoding in tokenizers[side].encode_batch(texts))
         counts[f"{side} sentences longer than data.max_tokens={max_tokens} tokens"] = long
     return counts
+
+
+@dataclass
+class TranslationSplits:
+    """The sentence pairs of each split, as the task trains and scores on them (before any tokenisation).
+
+    Attributes:
+        split: ``{"train" | "valid" | "test": [(source, target), ...]}`` after ``data.max_*_pairs``.
+        rows_read: pairs in the file; with_min_words: pairs left by ``data.min_words``.
+        described: a user's file's record (path and checksum), ``None`` for a registry dataset.
+        dropped: ``{what a filter dropped: how many pairs}`` (``data.min_words``, ``data.max_*_pairs``).
+    """
+
+    split: dict[str, list[tuple[str, str]]]
+    rows_read: int
+    with_min_words: int
+    described: Any = None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def record(self, d: TranslationDataConfig) -> dict[str, Any]:
+        """What ``split.json`` records of the pairs: the data (with what the filters dropped, also said on stderr),
+        the split's seed, fractions and counts."""
+        used = sum(len(rows) for rows in self.split.values())
+        data = (
+            file_record(self.described, {"rows_read": self.rows_read}, used)
+            if self.described
+            else {"dataset": d.dataset, "rows_read": self.rows_read, "rows": used}
+        )
+        note_dropped(data, self.where(d), self.dropped)
+        return {
+            "data": data,
+            "split_seed": d.split_seed,
+            "pairs_with_min_words": self.with_min_words,
+            "fractions": d.split,
+            "pairs": {name: len(rows) for name, rows in self.split.items()},
+            "distinct_sources": {name: len({s for s, _ in rows}) for name, rows in self.split.items()},
+        }
+
+    def where(self, d: TranslationDataConfig) -> str:
+        """The user's file, or the registry dataset's name, as the notes on stderr name it."""
+        return self.described["path"] if self.described else d.dataset
+
+
+def translation_splits(d: TranslationDataConfig, progress: bool = False) -> TranslationSplits:
+    """The pairs of ``data`` (the registry's dataset or ``data.path``), filtered by ``data.min_words``, split by
+    distinct source sentence and cut to ``data.max_train_pairs`` / ``data.max_eval_pairs``: what the task trains and
+    scores on, and what a non-neural baseline (:mod:`embreg.recipes.baselines`) reads.
+
+    Raises:
+        ConfigError: ``data.min_words`` leaves no pair.
+        DataError: the file cannot be read or split.
+    """
+    described = checked_file(d) if d.path is not None else None
+    if described is not None:
+        pairs = read_pairs(str(d.path), d.source_col, d.target_col)
+    else:
+        from embreg.data.registry import fetch
+        from embreg.data.trans_de_en import TRANS_DE_EN_FILE
+
+        directory = fetch(d.dataset, progress=progress)
+        pairs = read_pairs(directory / TRANS_DE_EN_FILE)
+    rows_read = len(pairs)
+    if d.min_words > 1:
+        pairs = [p for p in pairs if min(len(p[0].split()), len(p[1].split())) >= d.min_words]
+        if not pairs:
+            raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
+    split = split_by_source(pairs, d.split, d.split_seed)
+    before = {name: len(rows) for name, rows in split.items()}
+    split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
+    for name in ("valid", "test"):
+        split[name] = _subset(split[name], d.max_eval_pairs, d.split_seed + 1)
+    dropped = {
+        f"pairs with fewer than data.min_words={d.min_words} words on a side": rows_read - len(pairs),
+        f"training pairs beyond data.max_train_pairs={d.max_train_pairs}": before["train"] - len(split["train"]),
+        f"evaluation pairs beyond data.max_eval_pairs={d.max_eval_pairs}": sum(
+            before[name] - len(split[name]) for name in ("valid", "test")
+        ),
+    }
+    return TranslationSplits(split, rows_read, len(pairs), described, dropped)
 
 
 class TranslationTask(TaskAdapter):
@@ -230,32 +322,8 @@ class TranslationTask(TaskAdapter):
 
     def prepare(self, recipe) -> PreparedTranslation:
         d = recipe.data
-        described = checked_file(d) if d.path is not None else None
-        if described is not None:
-            pairs = read_pairs(d.path, d.source_col, d.target_col)
-        else:
-            from embreg.data.registry import fetch
-            from embreg.data.trans_de_en import TRANS_DE_EN_FILE
-
-            directory = fetch(d.dataset, progress=recipe.train.progress)
-            pairs = read_pairs(directory / TRANS_DE_EN_FILE)
-        rows_read = len(pairs)
-        if d.min_words > 1:
-            pairs = [p for p in pairs if min(len(p[0].split()), len(p[1].split())) >= d.min_words]
-            if not pairs:
-                raise ConfigError(f"data.min_words={d.min_words} leaves none of the {rows_read} pairs")
-        split = split_by_source(pairs, d.split, d.split_seed)
-        before = {name: len(rows) for name, rows in split.items()}
-        split["train"] = _subset(split["train"], d.max_train_pairs, d.split_seed)
-        for name in ("valid", "test"):
-            split[name] = _subset(split[name], d.max_eval_pairs, d.split_seed + 1)
-        dropped = {
-            f"pairs with fewer than data.min_words={d.min_words} words on a side": rows_read - len(pairs),
-            f"training pairs beyond data.max_train_pairs={d.max_train_pairs}": before["train"] - len(split["train"]),
-            f"evaluation pairs beyond data.max_eval_pairs={d.max_eval_pairs}": sum(
-                before[name] - len(split[name]) for name in ("valid", "test")
-            ),
-        }
+        pairs = translation_splits(d, progress=recipe.train.progress)
+        split = pairs.split
         train_sources = [s for s, _ in split["train"]]
         train_targets = [t for _, t in split["train"]]
         if d.joint_vocab:
@@ -275,25 +343,13 @@ class TranslationTask(TaskAdapter):
             references[name] = [t for _, t in rows]
         sources["valid"] = sources["valid"][: d.valid_sentences]
         references["valid"] = references["valid"][: d.valid_sentences]
-        used = sum(len(rows) for rows in split.values())
-        data = (
-            file_record(described, {"rows_read": rows_read}, used)
-            if described
-            else {"dataset": d.dataset, "rows_read": rows_read, "rows": used}
-        )
-        where = described["path"] if described else d.dataset
-        note_dropped(data, where, dropped)
-        note_dropped(data, where, _cut_sentences(split, tokenizers, d.max_tokens), action="cut")
         record = {
-            "data": data,
-            "split_seed": d.split_seed,
-            "pairs_with_min_words": len(pairs),
-            "fractions": d.split,
-            "pairs": {name: len(rows) for name, rows in split.items()},
-            "distinct_sources": {name: len({s for s, _ in rows}) for name, rows in split.items()},
+            **pairs.record(d),
             "joint_vocab": d.joint_vocab,
             "vocab_sizes": {side: tok.get_vocab_size() for side, tok in tokenizers.items()},
         }
+        cut = _cut_sentences(split, tokenizers, d.max_tokens)
+        note_dropped(record["data"], pairs.where(d), cut, action="cut")
         return PreparedTranslation(
             tensors,
             sources,
@@ -309,8 +365,11 @@ class TranslationTask(TaskAdapter):
         size = prepared.source_vocab_size if kind == "source" else prepared.target_vocab_size
         return size - 4
 
-    def batches(self, recipe, prepared: PreparedTranslation) -> TensorBatches:
-        return TensorBatches(prepared.tensors["train"], recipe.train.batch_size, seed=recipe.train.seed)
+    def batches(self, recipe, prepared: PreparedTranslation) -> TensorBatches | TokenBudgetBatches:
+        train, budget = prepared.tensors["train"], recipe.data.batch_tokens
+        if budget is None:
+            return TensorBatches(train, recipe.train.batch_size, seed=recipe.train.seed)
+        return TokenBudgetBatches(train, budget, max_examples=recipe.train.batch_size, seed=recipe.train.seed)
 
     def evaluator(self, recipe, prepared: PreparedTranslation) -> TranslationEvaluator:
         d = recipe.data

@@ -20,13 +20,14 @@ resumable per seed: a finished seed's JSON is kept and skipped when the command 
 
     python benchmarks/sasrec_vs_recbole.py recbole --seeds 5                       # RecBole's seeds, one by one
     python benchmarks/sasrec_vs_recbole.py embreg --variant default --seeds 5      # embreg's, converged budget
-    python benchmarks/sasrec_vs_recbole.py embreg --variant post-ln --seeds 5 --max-epochs 3   # an ablation row
+    python benchmarks/sasrec_vs_recbole.py embreg --variant original+post-ln --seeds 5 --max-epochs 3   # ablation
     python benchmarks/sasrec_vs_recbole.py timing --epochs 3                       # epoch times, both at once
     python benchmarks/sasrec_vs_recbole.py report                                  # record, page, summary, plot
 
-``embreg`` variants (:data:`VARIANTS`): ``default`` (the ``sasrec`` model's defaults), ``sasrec-recbole`` (the
-shipped recipe that makes each RecBole design choice), and one RecBole choice at a time from the default
-(``post-ln``, ``embedding-norm``, ``init-normal``, ``no-scale``, ``positions-start``). ``timing`` trains both
+``embreg`` variants (:data:`VARIANTS`): ``default`` (the ``sasrec`` model's defaults), ``original`` (the original
+SASRec design, spelt out), ``sasrec-recbole`` (the shipped recipe that makes each RecBole design choice), and one
+RecBole choice at a time from the original design (``original+post-ln``, ``original+embedding-norm``,
+``original+no-scale``, ``original+positions-start``, ``original+init-normal``). ``timing`` trains both
 libraries' matched model for ``--epochs`` epochs at the same time, one process each, for the speed claim; time it
 on an otherwise quiet machine (the long runs' own epoch times are recorded but not used). ``report`` writes
 ``docs/results/sasrec-vs-recbole/``: ``sasrec-vs-recbole.json`` (every seed's numbers and curves),
@@ -68,14 +69,31 @@ PATIENCE = 10
 SHORT_BUDGET = 3
 MATCHED = {"max_len": 50, "hidden": 50, "layers": 2, "heads": 1, "dropout": 0.2, "lr": 1e-3, "batch_size": 128}
 
+ORIGINAL = [
+    "model.norm=pre",
+    "model.embedding_norm=false",
+    "model.embedding_scale=sqrt_dim",
+    "model.positions=end",
+    "model.init_std=null",
+]
+"""The original SASRec's design (Kang & McAuley 2018), spelt out so that it stays put when defaults change."""
+RECBOLE_CHOICES = {
+    "post-ln": ("model.norm=post", "post-LN blocks (a LayerNorm after each residual sum, none at the end)"),
+    "embedding-norm": ("model.embedding_norm=true", "a LayerNorm on the embedded input"),
+    "no-scale": ("model.embedding_scale=none", "item vectors not scaled by sqrt(d)"),
+    "positions-start": ("model.positions=start", "positions counted from the oldest item"),
+    "init-normal": ("model.init_std=0.02", "N(0, 0.02) initialisation instead of Xavier"),
+}
+"""RecBole's design choices where they differ from the original SASRec: name -> (override, what it is)."""
+
 VARIANTS: dict[str, tuple[str, list[str], str]] = {
     "default": ("sasrec", [], "embreg's default SASRec"),
+    "original": ("sasrec", ORIGINAL, "the original SASRec design (pre-LN, sqrt(d), positions from the end, Xavier)"),
+    **{
+        f"original+{name}": ("sasrec", [*ORIGINAL, override], f"the original design with {what}")
+        for name, (override, what) in RECBOLE_CHOICES.items()
+    },
     "sasrec-recbole": ("sasrec-recbole", [], "recipe sasrec-recbole: every RecBole design choice"),
-    "post-ln": ("sasrec", ["model.norm=post"], "post-LN blocks (LayerNorm after each residual sum)"),
-    "embedding-norm": ("sasrec", ["model.embedding_norm=true"], "a LayerNorm on the embedded input"),
-    "init-normal": ("sasrec", ["model.init_std=0.02"], "N(0, 0.02) initialisation"),
-    "no-scale": ("sasrec", ["model.embedding_scale=none"], "item embeddings not scaled by sqrt(d)"),
-    "positions-start": ("sasrec", ["model.positions=start"], "positions counted from the oldest item"),
 }
 """name -> (recipe, overrides, what it is): embreg's variants, each trained with :func:`embreg_overrides`."""
 
@@ -312,7 +330,9 @@ def _seed_list(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", default=None, help="folder of the per-seed JSONs (default: $EMBREG_HOME/benchmarks/...)")
+    parser.add_argument(
+        "--runs", default=None, help="folder of the per-seed JSONs (default: $EMBREG_HOME/benchmarks/...)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("recbole", "RecBole's seeds"), ("embreg", "one embreg variant's seeds")):
         sub = commands.add_parser(name, help=help_text)

@@ -297,6 +297,7 @@ def run_timing(args: argparse.Namespace) -> None:
         "command": f"python benchmarks/sasrec_vs_recbole.py timing --epochs {args.epochs}",
         "epochs": args.epochs,
         "order": "side by side: one process per library, one thread each",
+        "host_note": args.host_note or "no note on the host's state",
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "loadavg_1min": {"start": load_before[0], "end": os.getloadavg()[0]},
         "loadavg_before": list(load_before),
@@ -347,6 +348,9 @@ def main(argv: list[str] | None = None) -> None:
     timing = commands.add_parser("timing", help="epoch times of both libraries, side by side")
     timing.add_argument("--epochs", type=int, default=SHORT_BUDGET)
     timing.add_argument("--recbole-python", default="/work/recbole-venv/bin/python")
+    timing.add_argument(
+        "--host-note", default="", help="the host's state, written beside the times (e.g. 'other long jobs paused')"
+    )
     report = commands.add_parser("report", help="the record, the page, summary.json and the plot")
     report.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -366,7 +370,18 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from sasrec_vs_recbole_page import write_report  # benchmarks/ is on sys.path when run as a script
 
-        write_report(Path(args.runs), Path(args.out))
+        descriptions = {name: what for name, (_, _, what) in VARIANTS.items()}
+        page = write_report(
+            Path(args.runs),
+            Path(args.out),
+            max_epochs=MAX_EPOCHS,
+            patience=PATIENCE,
+            short=SHORT_BUDGET,
+            matched=MATCHED,
+            machine=machine(),
+            descriptions=descriptions,
+        )
+        print(page)
 
 
 if __name__ == "__main__":

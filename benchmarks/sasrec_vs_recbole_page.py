@@ -84,8 +84,9 @@ def _max_epoch_folders(folder: Path) -> dict[int, Path]:
 
 
 def _trim(run: dict[str, Any]) -> dict[str, Any]:
+    """A RecBole run without what every run shares (the split manifest, paths), with its seed at the top."""
     drop = {"args", "split", "data", "python", "verification"}
-    return {k: v for k, v in run.items() if k not in drop}
+    return {"seed": run["args"]["seed"]} | {k: v for k, v in run.items() if k not in drop}
 
 
 def gather(runs: Path, max_epochs: int, short: int) -> dict[str, Any]:

@@ -32,7 +32,13 @@ def _run(seed: int, valid: list[float], test: list[float], model: dict | None = 
         }
         for e, (v, t) in enumerate(zip(valid, test))
     ]
-    return {"seed": seed, "curve": curve, "model": model or ORIGINAL, "recbole_version": "1.2.1"}
+    return {
+        "seed": seed,
+        "curve": curve,
+        "model": model or ORIGINAL,
+        "recbole_version": "1.2.1",
+        "args": {"seed": seed},
+    }
 
 
 METRICS = ("ndcg@10", "hit@10", "mrr")

@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     report.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     args.runs = args.runs or str(default_runs())
+    if getattr(args, "device", "cpu") == "cuda":
+        args.runs = str(Path(args.runs) / "cuda")  # GPU runs never mix with the CPU page's runs
     if args.command in ("recbole", "embreg"):
         if args.max_epochs < 1 or args.patience < 0:
             parser.error("need --max-epochs >= 1 and --patience >= 0")

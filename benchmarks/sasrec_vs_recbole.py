@@ -1,32 +1,40 @@
-"""embreg's SASRec beside RecBole 1.2.1's SASRec on the same leave-one-out split, epochs and hyper-parameters.
+"""embreg's SASRec beside RecBole 1.2.1's SASRec on the same leave-one-out split, hyper-parameters and budgets.
 
 Both libraries train on embreg's split of MovieLens-100k (exported to RecBole's atomic files by
 ``benchmarks/recbole_peer/export.py``; RecBole's loaders are checked example by example against the export), with
 RecBole's training regime on both sides: every prefix of a training sequence is one example predicting its next
 item, full softmax cross-entropy, the 50 most recent items, hidden width 50, 2 blocks, 1 head, dropout 0.2, Adam
-lr 1e-3, batch 128, ``--epochs`` epochs, one thread each. Both are scored by the same rules (full ranking over
-every item but the user's history, pessimistic ties; RecBole's own scores are re-ranked by
-``run_recbole_sasrec.py``). For each of the ``--seeds`` seeds (0 .. N-1) the two trainings run at the same time,
-one process each, so they share the machine's load; seeds run one after another. The seconds per epoch are those of
-the training passes (no evaluation). Both sides are pinned to ``--device`` (embreg's recipe default ``auto`` would
-take a GPU where there is one).
+lr 1e-3, batch 128, no weight decay, one thread each. Both are scored by the same rules (full ranking over every
+item but the user's history, pessimistic ties; RecBole's own scores are re-ranked by ``run_recbole_sasrec.py``).
 
-``--device cuda`` trains both on the GPU (embreg: ``train.device=cuda``; RecBole: ``--device cuda``), one library
-after the other (embreg, then RecBole) so neither shares the GPU. The epoch times are then synchronised with the
-GPU: RecBole's by ``torch.cuda.synchronize`` around each epoch, embreg's because every step ends by reading its
-loss (``loss.item()`` after the optimiser step waits for the queued work). The results go to
-``docs/results/sasrec-vs-recbole-cuda/`` (study ``sasrec-vs-recbole-cuda``), beside, not over, the CPU reading;
-the JSON records the GPU (``torch.cuda.get_device_name``).
+Budgets. Every run trains at most ``--max-epochs`` epochs and stops after ``--patience`` epochs in a row without a
+better validation NDCG@10 (the same rule on both sides: embreg's trainer, and the peer script's copy of it); after
+every epoch both valid AND test are scored, so each run keeps its per-epoch curve. A budget of ``E`` epochs is read
+from a run's curve: the test metrics of the epoch with the best validation NDCG@10 among its first ``E`` epochs
+(the first of equals). Nothing in an epoch depends on the maximum (Adam at a constant learning rate), so the first
+``E`` epochs of a longer run are the ``E``-epoch run. Two budgets are reported: ``SHORT_BUDGET`` (3) epochs, and
+converged (the whole run: early stopping with patience ``PATIENCE`` within ``MAX_EPOCHS`` epochs).
 
-Quality claim: test NDCG@10, mean and standard deviation over the seeds for each library, and the two-sided Welch
-t-test p-value between them (``met`` when embreg's mean is at least RecBole's or p >= 0.05; ``untested``
-with one seed). Speed claim: the median over every epoch of every seed, embreg over RecBole.
+Runs are kept one JSON per seed under ``--runs`` (default ``$EMBREG_HOME/benchmarks/sasrec-vs-recbole``) and are
+resumable per seed: a finished seed's JSON is kept and skipped when the command runs again. Subcommands:
+
+    python benchmarks/sasrec_vs_recbole.py recbole --seeds 5                       # RecBole's seeds, one by one
+    python benchmarks/sasrec_vs_recbole.py embreg --variant default --seeds 5      # embreg's, converged budget
+    python benchmarks/sasrec_vs_recbole.py embreg --variant original+post-ln --seeds 5 --max-epochs 3   # ablation
+    python benchmarks/sasrec_vs_recbole.py timing --epochs 3                       # epoch times, both at once
+    python benchmarks/sasrec_vs_recbole.py report                                  # record, page, summary, plot
+
+``embreg`` variants (:data:`VARIANTS`): ``default`` (the ``sasrec`` model's defaults), ``original`` (the original
+SASRec design, spelt out), ``sasrec-recbole`` (the shipped recipe that makes each RecBole design choice), and one
+RecBole choice at a time from the original design (``original+post-ln``, ``original+embedding-norm``,
+``original+no-scale``, ``original+positions-start``, ``original+init-normal``). ``timing`` trains both
+libraries' matched model for ``--epochs`` epochs at the same time, one process each, for the speed claim; time it
+on an otherwise quiet machine (the long runs' own epoch times are recorded but not used). ``report`` writes
+``docs/results/sasrec-vs-recbole/``: ``sasrec-vs-recbole.json`` (every seed's numbers and curves),
+``README.md``, ``summary.json`` and ``valid-ndcg-curves.png``, and needs the RecBole seeds, the ``default``
+seeds and the timing run; ablation rows are shown for the variants that have runs.
 
 RecBole runs in its own virtual environment (``benchmarks/recbole_peer/README.md``); embreg never imports it.
-
-    python benchmarks/sasrec_vs_recbole.py --epochs 3 --seeds 3 --recbole-python /work/recbole-venv/bin/python
-
-writes ``docs/results/sasrec-vs-recbole/sasrec-vs-recbole.json`` and ``summary.json``.
 ``--recbole-python`` may be a command on ``PATH`` (``python3``, with RecBole on its ``PYTHONPATH``).
 """
 
@@ -35,43 +43,67 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import platform
 import shutil
-import statistics
 import subprocess
-import tempfile
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from embreg.config import to_dict
+from embreg.data.cache import embreg_home
 from embreg.recipes import load_recipe
-from embreg.recipes.run import run_single
-from embreg.studies.hub import write_benchmark_summary
-from embreg.train.stats import welch_t_test
+from embreg.recipes.run import build_run
+from embreg.train.checkpoint import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "docs" / "results" / "sasrec-vs-recbole"
-RESULTS_CUDA = HERE.parent / "docs" / "results" / "sasrec-vs-recbole-cuda"
 METRICS = ("ndcg@10", "hit@10", "mrr")
-ALPHA = 0.05
-
-
-def _export_atomic(split, out_dir: Path) -> None:
-    """``export_atomic`` of ``recbole_peer/export.py`` (loaded by path: ``benchmarks`` is no package)."""
-    spec = importlib.util.spec_from_file_location("recbole_peer_export", HERE / "recbole_peer" / "export.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.export_atomic(split, out_dir)
-
-
+MAX_EPOCHS = 50
+PATIENCE = 10
+SHORT_BUDGET = 3
 MATCHED = {"max_len": 50, "hidden": 50, "layers": 2, "heads": 1, "dropout": 0.2, "lr": 1e-3, "batch_size": 128}
 
+ORIGINAL = [
+    "model.norm=pre",
+    "model.embedding_norm=false",
+    "model.embedding_scale=sqrt_dim",
+    "model.positions=end",
+    "model.init_std=null",
+]
+"""The original SASRec's design (Kang & McAuley 2018), spelt out so that it stays put when defaults change."""
+RECBOLE_CHOICES = {
+    "post-ln": ("model.norm=post", "post-LN blocks (a LayerNorm after each residual sum, none at the end)"),
+    "embedding-norm": ("model.embedding_norm=true", "a LayerNorm on the embedded input"),
+    "no-scale": ("model.embedding_scale=none", "item vectors not scaled by sqrt(d)"),
+    "positions-start": ("model.positions=start", "positions counted from the oldest item"),
+    "init-normal": ("model.init_std=0.02", "N(0, 0.02) initialisation instead of Xavier"),
+}
+"""RecBole's design choices where they differ from the original SASRec: name -> (override, what it is)."""
 
-def embreg_overrides(epochs: int, seed: int = 0, device: str = "cpu") -> list[str]:
+VARIANTS: dict[str, tuple[str, list[str], str]] = {
+    "default": ("sasrec", [], "embreg's default SASRec"),
+    "original": ("sasrec", ORIGINAL, "the original SASRec design (pre-LN, sqrt(d), positions from the end, Xavier)"),
+    **{
+        f"original+{name}": ("sasrec", [*ORIGINAL, override], f"the original design with {what}")
+        for name, (override, what) in RECBOLE_CHOICES.items()
+    },
+    "sasrec-recbole": ("sasrec-recbole", [], "recipe sasrec-recbole: every RecBole design choice"),
+}
+"""name -> (recipe, overrides, what it is): embreg's variants, each trained with :func:`embreg_overrides`."""
+
+
+def default_runs() -> Path:
+    return embreg_home() / "benchmarks" / "sasrec-vs-recbole"
+
+
+def embreg_overrides(max_epochs: int, patience: int | None, seed: int = 0, device: str = "cpu") -> list[str]:
+    """The matched settings (RecBole's regime) as overrides of an embreg ``next-item`` recipe."""
     m = MATCHED
     return [
         f"data.max_len={m['max_len']}",
@@ -84,8 +116,8 @@ def embreg_overrides(epochs: int, seed: int = 0, device: str = "cpu") -> list[st
         f"train.lr={m['lr']}",
         f"train.batch_size={m['batch_size']}",
         "train.weight_decay=0.0",
-        f"train.epochs={epochs}",
-        "train.patience=null",
+        f"train.epochs={max_epochs}",
+        f"train.patience={'null' if patience is None else patience}",
         "train.threads=1",
         "train.progress=false",
         f"train.seed={seed}",
@@ -94,13 +126,13 @@ def embreg_overrides(epochs: int, seed: int = 0, device: str = "cpu") -> list[st
 
 
 def recbole_command(
-    recbole_python: Path, data: Path, out: Path, epochs: int, seed: int, device: str = "cpu"
+    recbole_python: Path, data: Path, out: Path, max_epochs: int, patience: int | None, seed: int, device: str
 ) -> list[str]:
     m = MATCHED
     return [
         str(recbole_python),
         str(HERE / "recbole_peer" / "run_recbole_sasrec.py"),
-        *("--data", str(data), "--out", str(out), "--epochs", str(epochs)),
+        *("--data", str(data), "--out", str(out), "--epochs", str(max_epochs), "--patience", str(patience or 0)),
         *("--max-len", str(m["max_len"]), "--hidden", str(m["hidden"]), "--layers", str(m["layers"])),
         *("--heads", str(m["heads"]), "--dropout", str(m["dropout"]), "--lr", str(m["lr"])),
         *("--batch-size", str(m["batch_size"]), "--loss", "CE", "--seed", str(seed), "--threads", "1"),
@@ -108,206 +140,251 @@ def recbole_command(
     ]
 
 
-def run_seed(
-    seed: int, epochs: int, prepared: Any, data: Path, work: Path, recbole_python: Path, device: str = "cpu"
-) -> dict[str, Any]:
-    """One seed: embreg (this process) and RecBole (a subprocess); at the same time on the CPU, one after the other
-    on the GPU."""
-    recipe = load_recipe("sasrec", embreg_overrides(epochs, seed, device))
-    command = recbole_command(recbole_python, data, work / f"recbole-seed{seed}.json", epochs, seed, device)
+# ------------------------------------------------------------------------------------------------- the split
+def _export_module() -> Any:
+    """``recbole_peer/export.py`` (loaded by path: ``benchmarks`` is no package)."""
+    spec = importlib.util.spec_from_file_location("recbole_peer_export", HERE / "recbole_peer" / "export.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepared_split(device: str = "cpu") -> Any:
+    """The ``next-item`` task's prepared data under the matched settings (the split does not depend on the seed)."""
+    recipe = load_recipe("sasrec", embreg_overrides(1, None, device=device))
+    return recipe.adapter.prepare(recipe)
+
+
+def exported_split(runs: Path, prepared: Any) -> Path:
+    """``runs/data``: the split as RecBole atomic files, written once (its ``split.json`` marks it complete)."""
+    data = runs / "data"
+    if not (data / "split.json").is_file():
+        _export_module().export_atomic(prepared.split, data)
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------- runs
+def run_path(runs: Path, library: str, seed: int, variant: str | None = None, max_epochs: int = MAX_EPOCHS) -> Path:
+    """Where one seed's JSON lives: ``recbole/e<max>/seed-<s>.json`` or ``embreg/<variant>/e<max>/seed-<s>.json``."""
+    folder = runs / library if variant is None else runs / library / variant
+    return folder / f"e{max_epochs}" / f"seed-{seed}.json"
+
+
+def run_seeds(seeds: list[int], path_of: Callable[[int], Path], run_one: Callable[[int, Path], None]) -> None:
+    """Runs each seed whose JSON is missing, one after another; a finished seed is skipped."""
+    for seed in seeds:
+        path = path_of(seed)
+        if path.is_file():
+            print(f"seed {seed}: kept {path}", flush=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"seed {seed}: -> {path}", flush=True)
+        run_one(seed, path)
+
+
+def run_recbole(args: argparse.Namespace) -> None:
+    recbole_python = _recbole_python(args.recbole_python)
+    runs = Path(args.runs)
+    data = exported_split(runs, prepared_split(args.device))
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    load_before = os.getloadavg()
-    if device == "cuda":
-        print(f"seed {seed}: training embreg, then RecBole, on {device}", flush=True)
-        result = run_single(recipe, work / f"embreg-seed{seed}", prepared=prepared)
-        torch.cuda.empty_cache()  # hand embreg's cached GPU memory back before RecBole's process starts
-        peer_returncode = subprocess.run(command, env=env).returncode
-    else:
-        print(f"seed {seed}: training embreg and RecBole side by side", flush=True)
-        peer = subprocess.Popen(command, env=env)  # trains while embreg trains below
-        try:
-            result = run_single(recipe, work / f"embreg-seed{seed}", prepared=prepared)
-        except BaseException:
-            peer.kill()
-            peer.wait()
-            raise
-        peer_returncode = peer.wait()
-    if peer_returncode != 0:
-        raise SystemExit(f"RecBole's run failed (exit {peer_returncode}): {' '.join(command)}")
-    recbole = json.loads((work / f"recbole-seed{seed}.json").read_text())
-    record = {
-        "seed": seed,
-        "loadavg_1min": {"start": load_before[0], "end": os.getloadavg()[0]},
-        "embreg": {
-            "test": {k[5:]: v for k, v in result.metrics.items() if k[5:] in METRICS and k.startswith("test_")},
-            "best_epoch": result.metrics["best_epoch"],
-            "train_seconds_per_epoch": [r["seconds"] for r in result.history],
-        },
-        "recbole": {
-            "test": recbole["test"],
-            "train_seconds_per_epoch": recbole["train_seconds_per_epoch"],
-            "native_test": recbole.get("recbole_native", {}).get("test"),
-            "device": recbole.get("device"),
-            "device_name": recbole.get("device_name"),
-        },
-    }
-    print(json.dumps(record), flush=True)
-    return record | {"_recbole_version": recbole["recbole_version"]}
+
+    def run_one(seed: int, path: Path) -> None:
+        partial = path.with_suffix(".partial.json")
+        command = recbole_command(recbole_python, data, partial, args.max_epochs, args.patience, seed, args.device)
+        load = os.getloadavg()[0]
+        if subprocess.run(command, env=env).returncode != 0:
+            raise SystemExit(f"RecBole's run failed: {' '.join(command)}")
+        result = json.loads(partial.read_text())
+        result["loadavg_1min_start"] = load
+        atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+        partial.unlink()
+
+    run_seeds(args.seed_list, lambda s: run_path(runs, "recbole", s, max_epochs=args.max_epochs), run_one)
 
 
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+def _metrics_of(record: dict[str, Any], prefix: str) -> dict[str, float]:
+    return {m: float(record[f"{prefix}_{m}"]) for m in METRICS}
 
 
-def library_summary(runs: list[dict[str, Any]], library: str) -> dict[str, Any]:
-    """Top-level summary of one library over the seeds (``test`` holds the means, as one seed's values did)."""
-    per_seed = [run[library] for run in runs]
-    stats = {m: _mean_std([r["test"][m] for r in per_seed]) for m in METRICS}
-    seconds = [s for r in per_seed for s in r["train_seconds_per_epoch"]]
-    return {
-        "test": {m: mean for m, (mean, _) in stats.items()},
-        "test_std": {m: std for m, (_, std) in stats.items()},
-        "test_per_seed": {m: [r["test"][m] for r in per_seed] for m in METRICS},
-        "train_seconds_per_epoch": seconds,
-        "median_seconds_per_epoch": statistics.median(seconds),
-    }
+def train_embreg(
+    variant: str, seed: int, max_epochs: int, patience: int | None, prepared: Any, device: str = "cpu"
+) -> dict[str, Any]:
+    """One seed of an embreg variant, with valid AND test scored after every epoch (the test curve).
 
-
-def quality_verdict(ours: list[float], theirs: list[float], p: float) -> str:
-    if len(ours) < 2 or len(theirs) < 2 or math.isnan(p):
-        return "untested"
-    if statistics.fmean(ours) >= statistics.fmean(theirs) or p >= ALPHA:
-        return "met"
-    return "not met"
-
-
-def seedwise_note(ours: list[float], theirs: list[float]) -> str:
-    """``"lower than RecBole's at every seed"`` (or ``higher``) when the paired seeds all fall one way, else ``""``.
-
-    Both libraries train the same seeds on the same split, so seed i of one is paired with seed i of the other; a
-    Welch test without a significant difference can still hide a difference of the same sign at every seed.
+    The test scores come from an epoch callback that runs the run's own evaluator on the test split; the
+    evaluation draws no random numbers, so the training is the one ``embreg run`` would do.
     """
-    if len(ours) < 2 or len(ours) != len(theirs):
-        return ""
-    if all(a < b for a, b in zip(ours, theirs)):
-        return "lower than RecBole's at every seed"
-    if all(a > b for a, b in zip(ours, theirs)):
-        return "higher than RecBole's at every seed"
-    return ""
+    recipe_name, overrides, _ = VARIANTS[variant]
+    recipe = load_recipe(recipe_name, [*overrides, *embreg_overrides(max_epochs, patience, seed, device)])
+    built = build_run(recipe, prepared)
+    curve: list[dict[str, Any]] = []
 
-
-def _pm(mean: float, std: float | None) -> str:
-    return f"{mean:.4f}" if std is None else f"{mean:.4f} ± {std:.4f}"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--seeds", type=int, default=1, help="training seeds 0 .. N-1, per library")
-    parser.add_argument(
-        "--recbole-python", default="/work/recbole-venv/bin/python", help="a path, or a command on PATH (python3)"
-    )
-    parser.add_argument(
-        "--device", choices=("cpu", "cuda"), default="cpu", help="both libraries' device (cuda: one after the other)"
-    )
-    parser.add_argument("--out", default=None, help=f"results folder (default {RESULTS}, with cuda {RESULTS_CUDA})")
-    args = parser.parse_args()
-    if args.seeds < 1 or args.epochs < 1:
-        parser.error("need --seeds >= 1 and --epochs >= 1")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
-    cuda = args.device == "cuda"
-    found = args.recbole_python if os.sep in args.recbole_python else shutil.which(args.recbole_python)
-    recbole_python = Path(found or args.recbole_python)
-    if not recbole_python.exists():
-        raise SystemExit(f"{recbole_python} not found: set up RecBole's venv (benchmarks/recbole_peer/README.md)")
-    recipe = load_recipe("sasrec", embreg_overrides(args.epochs, device=args.device))
-    prepared = recipe.adapter.prepare(recipe)  # the split does not depend on train.seed: shared by every seed
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        _export_atomic(prepared.split, work / "data")
-        runs = [
-            run_seed(s, args.epochs, prepared, work / "data", work, recbole_python, args.device)
-            for s in range(args.seeds)
-        ]
-    version = runs[0].pop("_recbole_version")
-    for run in runs[1:]:
-        run.pop("_recbole_version")
-    ours, theirs = library_summary(runs, "embreg"), library_summary(runs, "recbole")
-    ours_ndcg, theirs_ndcg = ours["test_per_seed"]["ndcg@10"], theirs["test_per_seed"]["ndcg@10"]
-    p = welch_t_test(ours_ndcg, theirs_ndcg)
-    p_json = None if math.isnan(p) else p
-    ratio = ours["median_seconds_per_epoch"] / theirs["median_seconds_per_epoch"]
-    command = f"python benchmarks/sasrec_vs_recbole.py --epochs {args.epochs} --seeds {args.seeds}"
-    machine = {"cpus": os.cpu_count(), "threads": 1, "platform": platform.platform(), "torch": torch.__version__}
-    if cuda:
-        command += " --device cuda"
-        machine |= {"device": "cuda", "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
-    record = {
-        "command": command,
-        "matched": MATCHED
-        | {"epochs": args.epochs, "loss": "full softmax cross-entropy", "examples": "prefixes", "seeds": args.seeds},
-        "machine": machine,
-        "order": "one after the other on the GPU: embreg, then RecBole" if cuda else "side by side on the CPU",
-        "seeds": runs,
-        "embreg": ours | {"best_epoch": [run["embreg"]["best_epoch"] for run in runs]},
-        "recbole": theirs | {"version": version, "native_test": runs[0]["recbole"]["native_test"]},
-        "ndcg@10_welch_p": p_json,
-        "seconds_per_epoch_ratio_embreg_over_recbole": ratio,
-    }
-    out = Path(args.out) if args.out else (RESULTS_CUDA if cuda else RESULTS)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sasrec-vs-recbole.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
-    n = args.seeds
-    mean_std = {
-        lib: {m: _pm(s["test"][m], s["test_std"][m]) for m in METRICS} for lib, s in (("o", ours), ("t", theirs))
-    }
-    reading = (
-        f"test NDCG@10 {mean_std['o']['ndcg@10']} vs {mean_std['t']['ndcg@10']}, "
-        f"Hit@10 {mean_std['o']['hit@10']} vs {mean_std['t']['hit@10']}"
-    )
-    if p_json is not None:
-        note = seedwise_note(ours_ndcg, theirs_ndcg)
-        reading += (
-            f" ({n} seeds each; Welch p = {p:.3g} on NDCG@10{': no significant difference, ' + note if note else ''})"
+    def test_curve(trainer: Any, record: dict[str, Any]) -> None:
+        test = {f"test_{k}": v for k, v in built.evaluator(trainer.model, "test").items()}
+        curve.append(
+            {
+                "epoch": record["epoch"] + 1,
+                "seconds": record["seconds"],
+                "train_loss": record["train_loss"],
+                "valid": _metrics_of(record, "val"),
+                "test": _metrics_of(test, "test"),
+            }
         )
-    seeds_text = "one seed each" if n == 1 else f"{n} seeds each"
-    title = "SASRec: embreg beside RecBole 1.2.1 on the same split" + (f", one GPU ({machine['gpu']})" if cuda else "")
-    digits = 2 if cuda else 1  # GPU epochs take seconds, not minutes
-    claims = [
-        {
-            "claim": "embreg's SASRec full-ranking NDCG@10 is within noise of, or above, RecBole's on the same split "
-            f"and epochs ({seeds_text}, {args.epochs} epochs{', on the GPU' if cuda else ''})",
-            "reading": reading,
-            "verdict": quality_verdict(ours_ndcg, theirs_ndcg, p),
-            "p": p_json,
-        },
-        {
-            "claim": "embreg's SASRec seconds per epoch <= RecBole's on the same machine (moonshot 0.5x)"
-            if not cuda
-            else "embreg's SASRec seconds per epoch <= RecBole's on the same GPU, trained one after the other",
-            "reading": f"median {ours['median_seconds_per_epoch']:.{digits}f} s vs "
-            f"{theirs['median_seconds_per_epoch']:.{digits}f} s "
-            f"per epoch over {n * args.epochs} epochs each: {ratio:.2f}x",
-            "verdict": "met" if ratio <= 1.0 else "not met",
-            "p": None,
-        },
-    ]
-    summary = write_benchmark_summary(
-        out,
-        "sasrec-vs-recbole-cuda" if cuda else "sasrec-vs-recbole",
-        title,
-        "sse-stochastic-shared-embeddings.txt",
-        claims,
-        record["machine"],
-        record["command"],
+
+    load = os.getloadavg()[0]
+    trainer = built.trainer(None, [test_curve])
+    result = trainer.fit()
+    best = int(result.metrics["best_epoch"]) + 1
+    if _metrics_of(result.metrics, "test") != curve[best - 1]["test"]:
+        raise RuntimeError(f"the trainer's test metrics of epoch {best} differ from the curve's")
+    return {
+        "library": "embreg",
+        "variant": variant,
+        "recipe": recipe_name,
+        "overrides": overrides,
+        "model": to_dict(recipe)["model"],
+        "seed": seed,
+        "max_epochs": max_epochs,
+        "patience": patience,
+        "epochs_run": len(curve),
+        "stopped_early": len(curve) < max_epochs,
+        "best_epoch": best,
+        "curve": curve,
+        "train_seconds_per_epoch": [r["seconds"] for r in curve],
+        "valid": curve[best - 1]["valid"],
+        "test": curve[best - 1]["test"],
+        "parameters": sum(p.numel() for p in built.model.parameters()),
+        "torch_version": torch.__version__,
+        "loadavg_1min_start": load,
+    }
+
+
+def run_embreg(args: argparse.Namespace) -> None:
+    runs = Path(args.runs)
+    prepared = prepared_split(args.device)
+
+    def run_one(seed: int, path: Path) -> None:
+        result = train_embreg(args.variant, seed, args.max_epochs, args.patience, prepared, args.device)
+        atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+        print(f"seed {seed}: test {result['test']} at epoch {result['best_epoch']}", flush=True)
+
+    path_of = lambda s: run_path(runs, "embreg", s, args.variant, args.max_epochs)  # noqa: E731
+    run_seeds(args.seed_list, path_of, run_one)
+
+
+def run_timing(args: argparse.Namespace) -> None:
+    """Both libraries' matched model, ``--epochs`` epochs, side by side (one process each), seed 0."""
+    recbole_python = _recbole_python(args.recbole_python)
+    runs = Path(args.runs)
+    prepared = prepared_split("cpu")
+    data = exported_split(runs, prepared)
+    peer_out = runs / "timing-recbole.json"
+    command = recbole_command(recbole_python, data, peer_out, args.epochs, None, 0, "cpu")
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    load_before, started = os.getloadavg(), time.time()
+    peer = subprocess.Popen(command, env=env)  # trains while embreg trains below
+    try:
+        ours = train_embreg("default", 0, args.epochs, None, prepared)
+    except BaseException:
+        peer.kill()
+        peer.wait()
+        raise
+    if peer.wait() != 0:
+        raise SystemExit(f"RecBole's run failed: {' '.join(command)}")
+    theirs = json.loads(peer_out.read_text())
+    record = {
+        "command": f"python benchmarks/sasrec_vs_recbole.py timing --epochs {args.epochs}",
+        "epochs": args.epochs,
+        "order": "side by side: one process per library, one thread each",
+        "host_note": args.host_note or "no note on the host's state",
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "loadavg_1min": {"start": load_before[0], "end": os.getloadavg()[0]},
+        "loadavg_before": list(load_before),
+        "embreg": {"train_seconds_per_epoch": ours["train_seconds_per_epoch"], "model": ours["model"]},
+        "recbole": {"train_seconds_per_epoch": theirs["train_seconds_per_epoch"]},
+        "machine": machine(),
+    }
+    atomic_write_text(runs / "timing.json", json.dumps(record, indent=1) + "\n")
+    peer_out.unlink()
+    print(json.dumps(record, indent=1))
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "threads": 1, "platform": platform.platform(), "torch": torch.__version__}
+
+
+def _recbole_python(given: str) -> Path:
+    found = given if os.sep in given else shutil.which(given)
+    path = Path(found or given)
+    if not path.exists():
+        raise SystemExit(f"{path} not found: set up RecBole's venv (benchmarks/recbole_peer/README.md)")
+    return path
+
+
+def _seed_list(text: str) -> list[int]:
+    """``5`` -> seeds 0..4; ``3,4`` -> seeds 3 and 4."""
+    if "," in text:
+        return [int(s) for s in text.split(",") if s]
+    return list(range(int(text)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--runs", default=None, help="folder of the per-seed JSONs (default: $EMBREG_HOME/benchmarks/...)"
     )
-    if n > 1:  # the hub's seeds column (write_benchmark_summary leaves it empty)
-        data = json.loads(summary.read_text())
-        data["seeds"] = f"{n} per library"
-        summary.write_text(json.dumps(data, indent=1) + "\n")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("recbole", "RecBole's seeds"), ("embreg", "one embreg variant's seeds")):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--seeds", type=_seed_list, default=[0], dest="seed_list", help="N (0..N-1) or a list 3,4")
+        sub.add_argument("--max-epochs", type=int, default=MAX_EPOCHS)
+        sub.add_argument("--patience", type=int, default=PATIENCE, help="0: train every epoch")
+        sub.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+        if name == "embreg":
+            sub.add_argument("--variant", choices=sorted(VARIANTS), default="default")
+        else:
+            sub.add_argument("--recbole-python", default="/work/recbole-venv/bin/python")
+    timing = commands.add_parser("timing", help="epoch times of both libraries, side by side")
+    timing.add_argument("--epochs", type=int, default=SHORT_BUDGET)
+    timing.add_argument("--recbole-python", default="/work/recbole-venv/bin/python")
+    timing.add_argument(
+        "--host-note", default="", help="the host's state, written beside the times (e.g. 'other long jobs paused')"
+    )
+    report = commands.add_parser("report", help="the record, the page, summary.json and the plot")
+    report.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    args.runs = args.runs or str(default_runs())
+    if getattr(args, "device", "cpu") == "cuda":
+        args.runs = str(Path(args.runs) / "cuda")  # GPU runs never mix with the CPU page's runs
+    if args.command in ("recbole", "embreg"):
+        if args.max_epochs < 1 or args.patience < 0:
+            parser.error("need --max-epochs >= 1 and --patience >= 0")
+        args.patience = args.patience or None
+        if args.device == "cuda" and not torch.cuda.is_available():
+            parser.error(f"--device cuda, but torch {torch.__version__} sees no CUDA device")
+    if args.command == "recbole":
+        run_recbole(args)
+    elif args.command == "embreg":
+        run_embreg(args)
+    elif args.command == "timing":
+        run_timing(args)
+    else:
+        from sasrec_vs_recbole_page import write_report  # benchmarks/ is on sys.path when run as a script
+
+        descriptions = {name: what for name, (_, _, what) in VARIANTS.items()}
+        page = write_report(
+            Path(args.runs),
+            Path(args.out),
+            max_epochs=MAX_EPOCHS,
+            patience=PATIENCE,
+            short=SHORT_BUDGET,
+            matched=MATCHED,
+            machine=machine(),
+            descriptions=descriptions,
+        )
+        print(page)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -35,9 +35,16 @@ and ``dataset.py``):
   (every item except the user's whole, untruncated history, the target never excluded; rank = items scoring
   strictly higher + OTHER items scoring equal; ``ndcg@k``, ``hit@k``, untruncated ``mrr``), and
   ``recbole_native`` (``Trainer.evaluate``: no history exclusion, ``ndcg@10``, ``hit@10``, ``mrr@10``).
-- Training: ``Trainer._train_epoch`` for exactly ``--epochs`` epochs (no validation during training, no early
-  stopping, no checkpoint reload), each epoch timed with ``time.perf_counter`` (with ``--device cuda`` between two
-  ``torch.cuda.synchronize`` calls); then valid and test with the final model.
+- Training: ``Trainer._train_epoch`` for at most ``--epochs`` epochs, each timed with ``time.perf_counter`` (with
+  ``--device cuda`` between two ``torch.cuda.synchronize`` calls; the evaluation is not timed). After every epoch
+  the model is scored on valid AND test with embreg's protocol (below) and the epoch's record joins ``curve``.
+  Early stopping follows embreg's trainer, not RecBole's ``stopping_step``: the best epoch is the first with the
+  highest validation NDCG@10 (a tie is no improvement), and with ``--patience P`` the run stops after ``P`` epochs
+  in a row without improvement (``0``: never, exactly ``--epochs`` epochs). ``valid`` / ``test`` are the best
+  epoch's, and RecBole's own evaluator (``recbole_native``) scores the best epoch's weights, kept in memory (RecBole's
+  checkpoint files are not used). Nothing in an epoch depends on ``--epochs`` (Adam at a constant learning rate, no
+  schedule; each RecBole loader draws from its own seeded generator), so the first ``E`` epochs of a longer run are
+  the ``E``-epoch run: a shorter budget is read from a longer run's ``curve``.
 - Device: ``--device cpu`` (default) or ``cuda`` sets RecBole's ``device``, ``use_gpu`` and ``gpu_id``; RecBole
   picks CUDA by itself whenever ``gpu_id`` is non-empty and CUDA is available, so a CPU run sets ``gpu_id: ""`` and
   the script stops if RecBole's device differs from ``--device``.
@@ -61,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import csv
 import json
 import math
@@ -364,24 +372,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         model = get_model(config["model"])(config, train_data._dataset).to(device)
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
         trainer.eval_collector.data_collect(train_data)
-        epoch_seconds, epoch_loss = [], []
-        for epoch in range(args.epochs):
-            synchronize(device)
-            t0 = time.perf_counter()
-            loss = trainer._train_epoch(train_data, epoch, show_progress=False)
-            synchronize(device)  # the last batch's backward and step may still be queued on the GPU
-            epoch_seconds.append(time.perf_counter() - t0)
-            epoch_loss.append(float(sum(loss) if isinstance(loss, tuple) else loss) / len(train_data))
-            print(f"epoch {epoch}: {epoch_seconds[-1]:.1f} s, mean batch loss {epoch_loss[-1]:.4f}", flush=True)
         histories = {
             "valid": {u: split["train"][u] for u in split["users"]},
             "test": {u: split["train"][u] + [split["valid"][u]] for u in split["users"]},
         }
-        metrics, native, eval_seconds = {}, {}, {}
-        for part, loader in (("valid", valid_data), ("test", test_data)):
+        curve: list[dict[str, Any]] = []
+        best_value, best_state, since_best = -math.inf, None, 0
+        for epoch in range(1, args.epochs + 1):
+            synchronize(device)
             t0 = time.perf_counter()
-            metrics[part] = embreg_protocol_metrics(model, loader, dataset, histories[part], [10], device)
-            eval_seconds[part] = time.perf_counter() - t0
+            loss = trainer._train_epoch(train_data, epoch - 1, show_progress=False)
+            synchronize(device)  # the last batch's backward and step may still be queued on the GPU
+            record: dict[str, Any] = {"epoch": epoch, "seconds": time.perf_counter() - t0}
+            record["train_loss"] = float(sum(loss) if isinstance(loss, tuple) else loss) / len(train_data)
+            t0 = time.perf_counter()
+            for part, loader in (("valid", valid_data), ("test", test_data)):
+                record[part] = embreg_protocol_metrics(model, loader, dataset, histories[part], [10], device)
+            record["eval_seconds"] = time.perf_counter() - t0
+            curve.append(record)
+            value = record["valid"]["ndcg@10"]
+            if value > best_value:
+                best_value, best_state, since_best = value, copy.deepcopy(model.state_dict()), 0
+            else:
+                since_best += 1
+            print(
+                f"epoch {epoch}: {record['seconds']:.1f} s, mean batch loss {record['train_loss']:.4f}, "
+                f"valid ndcg@10 {value:.4f}, test ndcg@10 {record['test']['ndcg@10']:.4f}",
+                flush=True,
+            )
+            if args.patience and since_best >= args.patience:
+                break
+        best = max(curve, key=lambda r: (r["valid"]["ndcg@10"], -r["epoch"]))  # the first epoch of the highest
+        model.load_state_dict(best_state)
+        native, eval_seconds = {}, {}
+        for part, loader in (("valid", valid_data), ("test", test_data)):
             t0 = time.perf_counter()
             native[part] = {k: float(v) for k, v in trainer.evaluate(loader, load_best_model=False).items()}
             eval_seconds[f"{part}_recbole_native"] = time.perf_counter() - t0
@@ -409,16 +433,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in model.parameters()),
         "verification": verification,
         "dataset_seconds": dataset_seconds,
-        "train_seconds_per_epoch": epoch_seconds,
-        "train_loss_per_epoch": epoch_loss,
+        "max_epochs": args.epochs,
+        "patience": args.patience or None,
+        "epochs_run": len(curve),
+        "stopped_early": len(curve) < args.epochs,
+        "best_epoch": best["epoch"],
+        "curve": curve,
+        "train_seconds_per_epoch": [r["seconds"] for r in curve],
         "eval_seconds": eval_seconds,
-        "valid": metrics["valid"],
-        "test": metrics["test"],
+        "valid": best["valid"],
+        "test": best["test"],
         "recbole_native": native,
         "protocol": {
             "valid/test": "full ranking over all items except the user's whole history (target kept), "
             "pessimistic ties, untruncated mrr (embreg's NextItemEvaluator protocol)",
             "recbole_native": "RecBole Trainer.evaluate: full ranking over all items incl. history, topk ties, mrr@10",
+            "tested": "the epoch with the best validation ndcg@10 (the first of equals); curve: every epoch",
         },
     }
 
@@ -428,7 +458,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", required=True, help="folder written by export.py")
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--name", default="ml", help="dataset name (file prefix) used by export.py")
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=1, help="maximum epochs")
+    parser.add_argument(
+        "--patience", type=int, default=0, help="stop after this many epochs without a better valid ndcg@10 (0: never)"
+    )
     parser.add_argument("--max-len", type=int, default=200, help="MAX_ITEM_LIST_LENGTH")
     parser.add_argument("--hidden", type=int, default=50, help="hidden_size")
     parser.add_argument("--inner-size", type=int, default=0, help="feed-forward width (0: = hidden, as SASRec)")
@@ -450,8 +483,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-work", action="store_true", help="keep the temporary work folder")
     parser.add_argument("--no-verify", action="store_true", help="skip the example-by-example split check")
     args = parser.parse_args(argv)
-    if args.epochs < 0 or args.max_len < 1 or args.hidden % args.heads:
-        parser.error("need --epochs >= 0, --max-len >= 1 and --hidden divisible by --heads")
+    if args.epochs < 1 or args.patience < 0 or args.max_len < 1 or args.hidden % args.heads:
+        parser.error("need --epochs >= 1, --patience >= 0, --max-len >= 1 and --hidden divisible by --heads")
     return args
 
 
@@ -462,7 +495,8 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     summary = {k: round(v, 4) for k, v in result["test"].items()}
-    print(f"test {summary}; train s/epoch {[round(s, 1) for s in result['train_seconds_per_epoch']]} -> {out}")
+    seconds = [round(s, 1) for s in result["train_seconds_per_epoch"]]
+    print(f"test {summary} at epoch {result['best_epoch']} of {result['epochs_run']}; train s/epoch {seconds} -> {out}")
 
 
 if __name__ == "__main__":

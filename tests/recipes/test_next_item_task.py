@@ -34,7 +34,7 @@ def _user_file_recipe(name, path, *extra):
     return load_recipe(name, sets + FAST + list(extra))
 
 
-@pytest.mark.parametrize("name", ["sasrec", "sasrec-sse", "sse-pt"])
+@pytest.mark.parametrize("name", ["sasrec", "sasrec-sse", "sse-pt", "sasrec-recbole"])
 def test_recipes_run_on_a_users_timed_file(name, timed_file, tmp_path):
     recipe = _user_file_recipe(name, timed_file)
     metrics = run_single(recipe, tmp_path / "run").metrics

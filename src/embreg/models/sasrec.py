@@ -26,6 +26,7 @@ from torch import nn
 from embreg.errors import ConfigError, DataError
 from embreg.models.hidden_states import hidden_states_dict
 from embreg.models.output import ModelOutput
+from embreg.models.sasrec_block import NORM_PLACEMENTS, SASRecBlock
 from embreg.models.sasrec_stack import SASRecStack
 from embreg.models.single_table import recipe_table
 from embreg.models.step_key import step_key
@@ -34,6 +35,9 @@ from embreg.nn.tied_output import embedding_matrix
 from embreg.registry import register
 
 __all__ = ["SASRec", "SASRecBlock", "SASRecConfig", "build_sasrec"]
+
+EMBEDDING_SCALES = ("sqrt_dim", "none")
+POSITION_ORIGINS = ("end", "start")
 
 
 @dataclass
@@ -51,8 +55,17 @@ class SASRecConfig:
         loss: ``bce`` (the original SASRec: one sampled negative per position, ``batch["neg"]``) or ``ce`` (full
             softmax cross-entropy over every item, RecBole's default).
         init_std: ``None``: Xavier-normal initialisation of the embedding tables and linear weights (as the
-            original SASRec implementations); a float: ``N(0, init_std^2)`` for them instead (RecBole uses 0.02).
-            Biases start at 0, layer norms at (1, 0), and the padding row of the item table is 0.
+            original SASRec implementations); a float: ``N(0, init_std^2)`` for them instead (RecBole and BERT use
+            0.02). Biases start at 0, layer norms at (1, 0), and the padding row of the item table is 0.
+        norm: where each block's layer norms sit (:class:`~embreg.models.sasrec_block.SASRecBlock`): ``pre``
+            (SASRec: on the query and the feed-forward input, and a final layer norm after the last block) or
+            ``post`` (the Transformer's, BERT's and RecBole's: on each residual sum, no final layer norm).
+        embedding_norm: a layer norm on the embedded input (items + positions), before its dropout (BERT, RecBole).
+        embedding_scale: ``sqrt_dim`` multiplies the item vectors by ``sqrt(dim)`` before the positions are added
+            (SASRec, after the Transformer, Vaswani et al. 2017 Sec. 3.4); ``none`` adds them as they are (RecBole).
+        positions: which learned position an item gets. ``end``: the newest item has position ``max_len - 1``
+            whatever the sequence's length (so left padding changes nothing); ``start``: the oldest item of the
+            (cut) sequence has position 0, the next 1, and so on (RecBole, which pads on the right).
     """
 
     dim: int = 50
@@ -62,6 +75,10 @@ class SASRecConfig:
     dropout: float = 0.2
     loss: Literal["bce", "ce"] = "bce"
     init_std: float | None = None
+    norm: Literal["pre", "post"] = "pre"
+    embedding_norm: bool = False
+    embedding_scale: Literal["sqrt_dim", "none"] = "sqrt_dim"
+    positions: Literal["end", "start"] = "end"
 
     def __post_init__(self) -> None:
         for name, low in (("dim", 1), ("user_dim", 0), ("blocks", 1), ("heads", 1)):
@@ -80,50 +97,15 @@ class SASRecConfig:
             raise ConfigError(f"model.loss={self.loss!r} must be 'bce' (sampled negatives) or 'ce' (full softmax)")
         if self.init_std is not None and not self.init_std > 0:
             raise ConfigError(f"model.init_std={self.init_std} must be > 0 (or null for Xavier-normal)")
-
-
-class SASRecBlock(nn.Module):
-    """One SASRec block: ``Q = LN(x); x = Q + MHA(Q, x, x); x = LN(x); x = x + FFN(x)``.
-
-    MHA is causal multi-head attention with learned query, key/value and output projections, computed with
-    :func:`torch.nn.functional.scaled_dot_product_attention` under a boolean mask (True: may attend), with dropout
-    on the attention weights. FFN is ``Linear -> ReLU -> dropout -> Linear -> dropout`` at every position.
-
-    Args:
-        hidden: width ``D`` of the states.
-        heads: attention heads (divide ``D``).
-        dropout: dropout probability.
-
-    Shapes:
-        ``x (B, L, D)``, ``mask (B, 1, L, L)`` bool -> ``(B, L, D)``.
-    """
-
-    def __init__(self, hidden: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.heads = heads
-        self.dropout = dropout
-        self.attention_norm = nn.LayerNorm(hidden, eps=1e-8)
-        self.query = nn.Linear(hidden, hidden)
-        self.key_value = nn.Linear(hidden, 2 * hidden)
-        self.out = nn.Linear(hidden, hidden)
-        self.ffn_norm = nn.LayerNorm(hidden, eps=1e-8)
-        self.ffn_in = nn.Linear(hidden, hidden)
-        self.ffn_out = nn.Linear(hidden, hidden)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, train: bool) -> torch.Tensor:
-        """``train``: apply dropout (the model passes its own mode, and False when scoring)."""
-        batch, length, hidden = x.shape
-        heads, width = self.heads, hidden // self.heads
-        q_in = self.attention_norm(x)
-        q = self.query(q_in).view(batch, length, heads, width).transpose(1, 2)
-        k, v = self.key_value(x).view(batch, length, 2, heads, width).permute(2, 0, 3, 1, 4).unbind(0)
-        attended = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if train else 0.0
-        )  # (B, H, L, width)
-        x = q_in + self.out(attended.transpose(1, 2).reshape(batch, length, hidden))
-        x = self.ffn_norm(x)
-        h = F.dropout(F.relu(self.ffn_in(x)), self.dropout, train)
-        return x + F.dropout(self.ffn_out(h), self.dropout, train)
+        for name, allowed in (
+            ("norm", NORM_PLACEMENTS),
+            ("embedding_scale", EMBEDDING_SCALES),
+            ("positions", POSITION_ORIGINS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"model.{name}={getattr(self, name)!r} must be one of {', '.join(allowed)}")
+        if not isinstance(self.embedding_norm, bool):
+            raise ConfigError(f"model.embedding_norm={self.embedding_norm!r} must be true or false")
 
 
 class SASRec(nn.Module):
@@ -132,13 +114,15 @@ class SASRec(nn.Module):
     Ids: items ``0..num_items-1``, users ``0..num_users-1``; ``PAD = num_items`` pads every ``(B, L)`` item tensor
     on the left (the newest item is at position ``L - 1``), ``L <= max_len``.
 
-    Input at position ``l``: ``e_l = [item_emb(s_l) * sqrt(dim); user_emb(u)] + pos_emb(l)`` (the user part for
-    SSE-PT only), then dropout, and padded positions set to 0. Positions are aligned to the end: a ``(B, L)`` input
-    uses the last ``L`` of the ``max_len`` learned positions, so the newest item always has position ``max_len - 1``
-    and a sequence gives the same states however much left padding it has. Then ``blocks`` :class:`SASRecBlock`
-    layers, each followed by zeroing the padded positions, and a final layer norm give the states ``F_l``. Position
-    ``l`` attends to the non-padded positions ``<= l`` (and to itself, so no row of the mask is empty): changing a
-    later item never changes an earlier state.
+    Input at position ``l``: ``e_l = [item_emb(s_l) * c; user_emb(u)] + pos_emb(p_l)`` (the user part for SSE-PT
+    only; ``c = sqrt(dim)`` or 1, ``config.embedding_scale``), then a layer norm (``config.embedding_norm``),
+    dropout, and padded positions set to 0. With ``config.positions = "end"`` a ``(B, L)`` input uses the last
+    ``L`` of the ``max_len`` learned positions, so the newest item always has position ``max_len - 1``; with
+    ``"start"`` the oldest non-padded item has position 0. Either way a sequence gives the same states however much
+    left padding it has. Then ``blocks`` :class:`~embreg.models.sasrec_block.SASRecBlock` layers (pre-LN or post-LN,
+    ``config.norm``), each followed by zeroing the padded positions, and for pre-LN a final layer norm, give the
+    states ``F_l``. Position ``l`` attends to the non-padded positions ``<= l`` (and to itself, so no row of the
+    mask is empty): changing a later item never changes an earlier state.
 
     Output: the score of item ``j`` after position ``l`` is ``<F_l, out(j)>`` with ``out(j) = item_emb(j)``
     (SASRec) or ``[item_emb(j); user_emb(u)]`` (SSE-PT); the item table is shared by input and output, and its
@@ -234,9 +218,12 @@ class SASRec(nn.Module):
         self.user_embedding = nn.Embedding(num_users, config.user_dim) if config.user_dim > 0 else None
         self.position_embedding = nn.Embedding(max_len, self.hidden_dim)
         self.blocks = nn.ModuleList(
-            SASRecBlock(self.hidden_dim, config.heads, config.dropout) for _ in range(config.blocks)
+            SASRecBlock(self.hidden_dim, config.heads, config.dropout, config.norm) for _ in range(config.blocks)
         )
-        self.final_norm = nn.LayerNorm(self.hidden_dim, eps=1e-8)
+        # a post-LN block ends with a layer norm already; the pre-LN stack needs its own after the last block
+        self.final_norm = nn.LayerNorm(self.hidden_dim, eps=1e-8) if config.norm == "pre" else nn.Identity()
+        self.embedding_norm = nn.LayerNorm(self.hidden_dim, eps=1e-8) if config.embedding_norm else None
+        self.embedding_scale = math.sqrt(config.dim) if config.embedding_scale == "sqrt_dim" else 1.0
         self.user_transform = user_transform
         self.item_transform = item_transform
         self.label_transform = label_transform
@@ -353,6 +340,14 @@ class SASRec(nn.Module):
         mask = (causal & valid.unsqueeze(1) | eye).unsqueeze(1)
         return mask, valid.unsqueeze(-1).to(dtype)
 
+    def position_vectors(self, items: torch.Tensor) -> torch.Tensor:
+        """The learned position vectors added to item ids ``(B, L)``: ``(L, D)`` (``positions="end"``: the last ``L``
+        positions) or ``(B, L, D)`` (``"start"``: position ``k`` for the ``k``-th non-padded item, 0 at padding)."""
+        if self.config.positions == "end":
+            return self.position_embedding.weight[self.max_len - items.shape[1] :]
+        order = (items != self.pad).long().cumsum(dim=1) - 1
+        return self.position_embedding(order.clamp_min(0))
+
     def _encode(
         self,
         items: torch.Tensor,
@@ -363,10 +358,12 @@ class SASRec(nn.Module):
         """States ``F`` ``(B, L, D)``; ``states`` (if given) receives the layer stack's ``h_0..h_L``."""
         self._check_items(items)
         batch, length = items.shape
-        x = self.item_vectors(items) * math.sqrt(self.dim)
+        x = self.item_vectors(items) * self.embedding_scale
         if user_vectors is not None:
             x = torch.cat([x, user_vectors.unsqueeze(1).expand(batch, length, self.user_dim)], dim=-1)
-        x = x + self.position_embedding.weight[self.max_len - length :]
+        x = x + self.position_vectors(items)
+        if self.embedding_norm is not None:
+            x = self.embedding_norm(x)
         mask, keep = self.attention_mask(items, x.dtype)
         x = F.dropout(x, self.dropout, train) * keep
         if states is not None:

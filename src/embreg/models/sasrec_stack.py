@@ -4,12 +4,13 @@ lnsr-noise-stability-bert.txt, Sec. 3.1 and 5.4: LNSR perturbs the input of laye
 layers ``b..L``; R3F and SMART perturb ``h_0`` and compare the predictions. For
 :class:`~embreg.models.sasrec.SASRec`:
 
-* ``h_0`` is the embedded input ``(B, L, D)`` that enters the first block: item vectors times ``sqrt(dim)`` (with
-  the user vector for SSE-PT), plus positions, after dropout, zero at ``PAD`` inputs;
+* ``h_0`` is the embedded input ``(B, L, D)`` that enters the first block: item vectors (times ``sqrt(dim)``
+  unless ``embedding_scale: none``; with the user vector for SSE-PT), plus positions, after the embedding layer
+  norm (``embedding_norm``) and dropout, zero at ``PAD`` inputs;
 * layer ``r`` is block ``r`` followed by zeroing the ``PAD`` positions, so ``h_r`` ``(B, L, D)`` is what the
   forward pass feeds block ``r + 1``;
-* the head is the final layer norm, so the predictions are the states ``F`` ``(B, L, D)`` that every item score
-  ``<F_l, out(j)>`` is read from.
+* the head is the final layer norm (the identity for post-LN blocks, whose last sum is normalised already), so
+  the predictions are the states ``F`` ``(B, L, D)`` that every item score ``<F_l, out(j)>`` is read from.
 
 The predictions are hidden states, not logits: R3F and SMART compare them by squared error (``divergence: auto``
 picks ``mse`` for this stack; ``sym_kl`` is refused). A ``PAD`` position stays 0 under any perturbation (its keys
@@ -35,7 +36,7 @@ __all__ = ["SASRecStack"]
 
 
 class SASRecStack(LayerStack):
-    """The ``blocks`` of a :class:`~embreg.models.sasrec.SASRec` as layers ``1..L``, head the final layer norm.
+    """The ``blocks`` of a :class:`~embreg.models.sasrec.SASRec` as layers ``1..L``, head its final layer norm.
 
     Args:
         model: the SASRec / SSE-PT model.

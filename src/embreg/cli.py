@@ -26,7 +26,7 @@ import secrets
 import select
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from embreg.errors import EmbregError, TrainingError
@@ -40,26 +40,28 @@ def _default_out(name: str) -> Path:
 PLURALS = {"analysis": "analyses", "index_transform": "index transforms"}
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--seeds 0`` is an error, not one seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``minimum`` (``--seeds 0`` is an error, not one seed).
+
+    Example:
+        >>> int_at_least(0)("3"), int_at_least(1)("1")
+        (3, 1)
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (a count of examples to print)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
+positive_int = int_at_least(1)
+"""argparse type: an integer >= 1."""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -346,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline.add_argument("--out", help="an empty or new folder: metrics.json, record.json, translations-*.tsv")
     baseline.add_argument(
-        "--samples", type=non_negative_int, default=5, help="test translations printed beside their references"
+        "--samples", type=int_at_least(0), default=5, help="test translations printed beside their references"
     )
     baseline.set_defaults(func=cmd_baseline)
 

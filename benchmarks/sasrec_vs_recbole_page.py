@@ -23,7 +23,7 @@ from typing import Any
 
 from embreg.studies.hub import write_benchmark_summary
 from embreg.train.checkpoint import atomic_write_text
-from embreg.train.stats import welch_t_test
+from embreg.analysis.stats import welch_t_test
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "docs" / "results" / "sasrec-vs-recbole"

@@ -23,8 +23,8 @@ import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 
-from embreg.train.compare import compare_runs
-from embreg.train.stats import summarize
+from embreg.analysis.compare import compare_runs
+from embreg.analysis.stats import summarize
 
 __all__ = ["Comparison", "COMPARISONS", "run_demo", "step_costs"]
 
@@ -110,7 +110,7 @@ def step_costs(
 
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
-    from embreg.train.batches import endless_batches
+    from embreg.batching.batches import endless_batches
 
     runs = recipes if isinstance(recipes, dict) else {name: (name, []) for name in recipes}
     threads = torch.get_num_threads()
@@ -203,7 +203,7 @@ def _claim_demo_dir(out: Path, overwrite: bool) -> None:
 def _summary_dir(out: Path, recipe: str, runs: list[dict]) -> Path:
     """Writes the per-seed metrics as ``summary.json`` so :func:`compare_runs` reads them."""
     from embreg.train.checkpoint import atomic_write_json
-    from embreg.train.stats import summarize_runs
+    from embreg.analysis.stats import summarize_runs
 
     directory = out / recipe
     atomic_write_json(directory / "summary.json", summarize_runs(runs))

@@ -87,7 +87,7 @@ BUILTIN_PACKAGES = (
     "embreg.models",
     "embreg.nn",
     "embreg.regularizers",
-    "embreg.recipes.tasks",
+    "embreg.tasks",
     "embreg.studies.analyses",
     "embreg.recipes.baselines",
 )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embreg.data.labelled_text import SPLITS, MultiTargetTask
-from embreg.data.reviews import load_review_targets, load_reviews
+from embreg.data.datasets.reviews import load_review_targets, load_reviews
 from embreg.errors import DataError
 
 

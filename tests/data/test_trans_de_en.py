@@ -14,7 +14,7 @@ import pytest
 from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
 from embreg.data.parallel import read_pairs, split_by_source, train_bpe
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
-from embreg.data.trans_de_en import (
+from embreg.data.datasets.trans_de_en import (
     TRANS_DE_EN_FILE,
     TRANS_DE_EN_MEMBER,
     convert_trans_de_en,

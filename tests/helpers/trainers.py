@@ -10,9 +10,9 @@ import torch
 
 from embreg.models import BiasedMF
 from embreg.regularizers.base import standard_objective
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.batching.batches import TensorBatches
+from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.optim.optimizers import optimizer_factory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

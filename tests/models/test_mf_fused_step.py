@@ -14,10 +14,10 @@ from embreg.models.mf_fused_step import _KERNEL, fused_step_refusal
 from embreg.models.user_item import zero_table
 from embreg.regularizers.embedding_noise import EmbeddingNoise
 from embreg.sse import SSE
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.lazy_adam import LazyAdam
-from embreg.train.optim import optimizer_factory
+from embreg.batching.batches import TensorBatches
+from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.optim.lazy_adam import LazyAdam
+from embreg.optim.optimizers import optimizer_factory
 from embreg.train.trainer import Trainer
 from tests.helpers.native_backends import require_kernel
 

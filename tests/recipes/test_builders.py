@@ -7,7 +7,7 @@ from torch import nn
 from embreg.data import RatingsData, per_user_split, random_split
 from embreg.recipes import load_recipe
 from embreg.recipes.run import BuiltRun, build_run
-from embreg.recipes.tasks.ratings import PreparedRatings
+from embreg.tasks.ratings.task import PreparedRatings
 from embreg.regularizers.r3f import R3F
 from embreg.sse import SSE
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from embreg.cli import main
-from embreg.data.review_tags import tokenize as review_tokenize
+from embreg.data.datasets.review_tags import tokenize as review_tokenize
 from embreg.errors import ConfigError, DataError
 from embreg.nn.crf import invalid_transition
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
 from embreg.serving import load
-from embreg.serving.tagging import _tokenizer, conll_text, detect_format, read_sentences
+from embreg.tasks.tagging.serving import _tokenizer, conll_text, detect_format, read_sentences
 from tests.helpers.tagging_files import write_conll_splits
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from embreg.train.batches import TensorBatches
+from embreg.batching.batches import TensorBatches
 from embreg.train.seeding import epoch_generator
 
 
@@ -49,7 +49,7 @@ def test_pinned_batches_need_cuda() -> None:
 
 
 def test_batches_across_gather_chunks_equal_per_batch_indexing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import embreg.train.batches as batches_module
+    import embreg.batching.batches as batches_module
 
     monkeypatch.setattr(batches_module, "_CHUNK_EXAMPLES", 10)  # 2 batches of 4 per chunk, then a new gather
     data = {"x": torch.arange(23), "y": torch.arange(23).float() * 2}

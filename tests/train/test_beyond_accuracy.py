@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from embreg.errors import EmbregError
-from embreg.train.beyond_accuracy import (
+from embreg.metrics.beyond_accuracy import (
     average_popularity,
     beyond_accuracy_metrics,
     gini_index,
@@ -67,7 +67,7 @@ def test_all_metrics_at_each_cut_off_and_bad_lists_refused() -> None:
 def test_ranking_and_next_item_runs_report_them_and_compare_shows_them(recipe: str, tmp_path) -> None:
     from embreg.recipes import load_recipe
     from embreg.recipes.run import run_single
-    from embreg.train.compare import compare_runs, format_markdown
+    from embreg.analysis.compare import compare_runs, format_markdown
 
     overrides = ["data.max_rows=2000", "train.epochs=1", "train.progress=false"]
     if recipe == "sasrec":

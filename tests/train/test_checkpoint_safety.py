@@ -17,10 +17,10 @@ import torch
 from embreg.errors import DataError
 from embreg.models import BiasedMF
 from embreg.sse import SSE, SSEEmbedding
-from embreg.train.batches import TensorBatches
+from embreg.batching.batches import TensorBatches
 from embreg.train.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.optim.optimizers import optimizer_factory
 from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, Trainer
 
 IDS = torch.arange(10).repeat(5)

@@ -1,4 +1,4 @@
-"""Tests of ``embreg.train.compare``: reading run directories, tests against a baseline, markdown rendering."""
+"""Tests of ``embreg.analysis.compare``: reading run directories, tests against a baseline, markdown rendering."""
 
 import json
 import math
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.compare import CompareResult, MetricSummary, compare_runs, format_markdown
-from embreg.train.stats import mann_whitney_u, summarize_runs, welch_t_test
+from embreg.analysis.compare import CompareResult, MetricSummary, compare_runs, format_markdown
+from embreg.analysis.stats import mann_whitney_u, summarize_runs, welch_t_test
 
 
 def write_multi_seed(directory: Path, per_seed: list[dict[str, float]], **extra) -> Path:

@@ -10,7 +10,7 @@ import yaml
 
 from embreg.cli import main
 from embreg.errors import ConfigError
-from embreg.train.compare import compare_runs
+from embreg.analysis.compare import compare_runs
 
 RATING = {
     "best_epoch": 3,

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from embreg.errors import ConfigError
-from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
+from embreg.analysis.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
 from tests.helpers.finetune_tiny import LinearStackModel, one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 
 

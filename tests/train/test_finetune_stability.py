@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from embreg.cli import main
-from embreg.train.stability import box_plot, gap_metric, stability_markdown
-from embreg.train.stats import welch_t_test
+from embreg.analysis.stability import box_plot, gap_metric, stability_markdown
+from embreg.analysis.stats import welch_t_test
 
 
 def _run(root: Path, name: str, test: list[float], gap: list[float]) -> Path:
@@ -56,7 +56,7 @@ def test_box_plot_and_cli_full_output(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_size_curve_reports_mean_std_and_seeds_per_size(tmp_path: Path) -> None:
-    from embreg.train.stability import size_curve
+    from embreg.analysis.stability import size_curve
 
     runs = {
         "FT": {

@@ -11,7 +11,7 @@ import torch
 
 from embreg.errors import TrainingError
 from embreg.regularizers.base import standard_objective
-from embreg.train.batches import TensorBatches
+from embreg.batching.batches import TensorBatches
 from embreg.train.checkpoint import load_checkpoint
 from embreg.train.finite import check_final_metrics, non_finite_parameters
 from embreg.train.trainer import LAST_CHECKPOINT

@@ -1,4 +1,4 @@
-"""``sparse-adam`` (:class:`embreg.train.lazy_adam.LazyAdam`): Adam on dense gradients, lazy Adam on sparse ones."""
+"""``sparse-adam`` (:class:`embreg.optim.lazy_adam.LazyAdam`): Adam on dense gradients, lazy Adam on sparse ones."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from embreg.embeddings import MixedDimensionEmbedding
 from embreg.errors import ConfigError
 from embreg.recipes.recipe import TrainConfig
 from embreg.train.checkpoint import load_checkpoint, save_checkpoint
-from embreg.train.lazy_adam import LazyAdam
-from embreg.train.optim import OPTIMIZERS, check_sparse_gradients, optimizer_factory
+from embreg.optim.lazy_adam import LazyAdam
+from embreg.optim.optimizers import OPTIMIZERS, check_sparse_gradients, optimizer_factory
 
 
 class Tiny(nn.Module):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from embreg.train.batches import TensorBatches
-from embreg.train.length_grouped_batches import LengthGroupedBatches, length_grouped_order
+from embreg.batching.batches import TensorBatches
+from embreg.batching.length_grouped_batches import LengthGroupedBatches, length_grouped_order
 
 
 def _lengths(n: int = 1000) -> torch.Tensor:

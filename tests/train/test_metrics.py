@@ -1,4 +1,4 @@
-"""Tests of ``embreg.train.metrics`` against hand-computed cases, slow per-user loops and scikit-learn."""
+"""Tests of ``embreg.metrics.recommendation`` against hand-computed cases, slow per-user loops and scikit-learn."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from embreg.errors import EmbregError
-from embreg.train.metrics import mae, ranking_metrics, rmse, topk_excluding
+from embreg.metrics.recommendation import mae, ranking_metrics, rmse, topk_excluding
 
 # ---------------------------------------------------------------------------------------------------------------
 # slow, obvious reference implementations

@@ -10,7 +10,7 @@ from torch import nn
 
 from embreg.errors import EmbregError
 from embreg.models.output import ModelOutput
-from embreg.train.mlm_evaluation import MaskedLMEvaluator
+from embreg.tasks.mlm.evaluation import MaskedLMEvaluator
 
 
 class FixedGuess(nn.Module):

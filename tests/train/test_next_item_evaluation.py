@@ -11,7 +11,7 @@ from torch import nn
 
 from embreg.data.sequences import SequenceSplit, sampled_negatives
 from embreg.errors import ConfigError, EmbregError
-from embreg.train.next_item_evaluation import NextItemEvaluator, target_ranks
+from embreg.tasks.next_item.evaluation import NextItemEvaluator, target_ranks
 
 NUM_ITEMS = 8
 

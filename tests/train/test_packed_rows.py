@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from embreg.train.packed_rows import PackedRows
+from embreg.batching.packed_rows import PackedRows
 
 
 def test_gather_equals_indexing_each_tensor_for_mixed_dtypes_and_shapes() -> None:

@@ -12,7 +12,7 @@ from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import epochs_change_problem
 from embreg.recipes.run import build_run, run_single
 from embreg.train.run_dir import RunDirectory
-from embreg.train.schedules import SCHEDULES, cycle_end_epochs, scheduler_factory
+from embreg.optim.schedules import SCHEDULES, cycle_end_epochs, scheduler_factory
 
 QUICK = ["data.max_rows=2000", "train.progress=false", "train.device=cpu", "train.patience=null"]
 

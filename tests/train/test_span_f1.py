@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from embreg.train.span_f1 import span_scores, spans, token_accuracy
+from embreg.tasks.tagging.span_f1 import span_scores, spans, token_accuracy
 
 
 def test_spans_of_bio_and_iobes() -> None:

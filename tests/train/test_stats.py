@@ -1,4 +1,4 @@
-"""Tests of ``embreg.train.stats``: run summaries and significance tests."""
+"""Tests of ``embreg.analysis.stats``: run summaries and significance tests."""
 
 import math
 import statistics
@@ -8,7 +8,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from embreg.errors import EmbregError
-from embreg.train.stats import (
+from embreg.analysis.stats import (
     mann_whitney_u,
     median_interval,
     summarize,

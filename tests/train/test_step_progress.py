@@ -9,9 +9,9 @@ from embreg.models import BiasedMF
 from embreg.recipes import load_recipe
 from embreg.recipes.shipped import list_recipes
 from embreg.train import trainer as trainer_module
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.batching.batches import TensorBatches
+from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.optim.optimizers import optimizer_factory
 from embreg.train.trainer import Trainer
 
 

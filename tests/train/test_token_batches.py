@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from embreg.train.token_batches import TokenBudgetBatches, budget_cuts
+from embreg.batching.token_batches import TokenBudgetBatches, budget_cuts
 
 
 def _pairs(n: int = 500, seed: int = 0) -> dict[str, torch.Tensor]:

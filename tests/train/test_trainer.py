@@ -7,9 +7,9 @@ import torch
 from embreg.errors import TrainingError
 from embreg.models import BiasedMF
 from embreg.sse import SSE
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.batching.batches import TensorBatches
+from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.optim.optimizers import optimizer_factory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

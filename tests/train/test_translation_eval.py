@@ -1,4 +1,4 @@
-"""The translation evaluation's decoding (embreg.train.translation_eval.translate_ids, which ``embreg translate``
+"""The translation evaluation's decoding (embreg.tasks.translation.evaluation.translate_ids, which ``embreg translate``
 and the task's test metrics call) takes the cached path, and gives what the uncached path gives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 from embreg.models.transformer_nmt import TransformerTranslator
 from embreg.nn.decoding import beam_search
-from embreg.train.translation_eval import DecodeSettings, translate_ids
+from embreg.tasks.translation.evaluation import DecodeSettings, translate_ids
 from tests.helpers.tiny_translator import PlainProtocol, trained_translator
 
 SOURCES = [[5, 6, 7, 2], [9, 2], [10, 11, 5, 4, 8, 2], [7, 2]]

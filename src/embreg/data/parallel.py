@@ -2,7 +2,7 @@
 
 A pairs file is UTF-8 text with a header line; columns are separated by tabs (no quoting) and every line has as
 many columns as the header. The source and target columns are named ``source`` and ``target`` unless the caller
-says otherwise; other columns are ignored. The registry's ``trans-de-en`` (:mod:`embreg.data.trans_de_en`) is such
+says otherwise; other columns are ignored. The registry's ``trans-de-en`` (:mod:`embreg.data.datasets.trans_de_en`) is such
 a file.
 
 :func:`split_by_source` assigns *distinct source sentences* to train/valid/test, so every pair of one source lands

@@ -1,13 +1,13 @@
 """Tagged sentences for sequence labelling: splits, vocabularies, tag-scheme checks and padded tensors.
 
-A :class:`TaggedCorpus` holds ``train``/``valid``/``test`` lists of :class:`~embreg.data.conll.TaggedSentence`.
+A :class:`TaggedCorpus` holds ``train``/``valid``/``test`` lists of :class:`~embreg.data.files.conll.TaggedSentence`.
 Its token vocabulary (``<pad>`` = 0, ``<unk>`` = 1, then training tokens seen at least ``min_count`` times, most
 frequent first) and its tag set come from the training split only. :func:`check_tags` holds every split to a tag
 scheme (nlp-best-practices.txt, "Sequence labelling": BIO, IOBES) and to the training tag set, naming the file
 and line of the first offence, so that a CRF never meets a gold path it gives probability 0.
 
 Example:
-    >>> from embreg.data.conll import TaggedSentence
+    >>> from embreg.data.files.conll import TaggedSentence
     >>> train = [TaggedSentence(["John", "runs"], ["B-PER", "O"]), TaggedSentence(["Ann"], ["B-PER"])]
     >>> corpus = TaggedCorpus({"train": train, "valid": train[:1], "test": train[1:]})
     >>> corpus.tags, corpus.vocab[:2]
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from embreg.data.conll import TaggedSentence
+from embreg.data.files.conll import TaggedSentence
 from embreg.errors import ConfigError, DataError
 from embreg.nn.crf.constraints import invalid_transition, split_tag
 

@@ -8,7 +8,7 @@ as ``train.fused_step: true`` trains it:
 
 * user and item tables ``nn.Embedding(sparse=True)`` (``embeddings: {name: uniform, sparse: true}``), the bias
   tables dense, float32, on the CPU, no dropout on the vectors (``model.dropout: 0``);
-* the optimizer ``sparse-adam`` (:class:`~embreg.train.lazy_adam.LazyAdam`: lazy Adam on the tables' rows,
+* the optimizer ``sparse-adam`` (:class:`~embreg.optim.lazy_adam.LazyAdam`: lazy Adam on the tables' rows,
   Adam on the biases) or ``sgd`` without momentum or weight decay, in one parameter group;
 * index transforms (SSE-SE, SSE-Graph) run as in the autograd step, on the ids before the kernel.
 

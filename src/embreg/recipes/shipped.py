@@ -17,7 +17,7 @@ from pathlib import Path
 from embreg.config import apply_overrides, from_dict, load_yaml
 from embreg.errors import ConfigError
 from embreg.recipes.recipe import Recipe
-from embreg.recipes.tasks.data_files import file_section
+from embreg.tasks.data_files import file_section
 from embreg.registry import REGISTRY
 
 
@@ -67,7 +67,7 @@ def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> d
 
     Who set a value decides what a user's file may change: in a shipped recipe, the data keys the overrides do
     not set are the recipe's, written for its own dataset; in a recipe file of the user's own, every key written
-    is the user's (:func:`embreg.recipes.tasks.data_files.file_section`).
+    is the user's (:func:`embreg.tasks.data_files.file_section`).
 
     Example:
         >>> recipe_mapping("ft-reviews", ["data.path=my.csv", "data.valid_size=50"])["data"]["fit_to_file"]
@@ -83,7 +83,7 @@ def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> d
 
 def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collection[str] = ()) -> dict:
     """``mapping`` with its ``data`` section as a user's file makes it
-    (:func:`~embreg.recipes.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
+    (:func:`~embreg.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
     unknown (the recipe reports that)."""
     data = mapping.get("data")
     try:

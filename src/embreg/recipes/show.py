@@ -26,7 +26,7 @@ STUBBED = ("index_transforms", "regularizers")
 
 
 def _id_kinds(recipe: Any) -> tuple[str, ...]:
-    from embreg.recipes.tasks import model_id_kinds
+    from embreg.tasks import model_id_kinds
     from embreg.registry import REGISTRY
 
     return model_id_kinds(REGISTRY.get("model", recipe.model.name), recipe.model.config)

@@ -10,7 +10,7 @@
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
 ``--unknown`` policy did with them (for texts: the texts predicted, empty, cut to ``data.max_length`` word pieces,
 and the unknown word pieces; for a tagging run: the sentences, tokens and tokens unseen in training). Text inputs
-are read line by line (:mod:`embreg.serving.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
+are read line by line (:mod:`embreg.data.files.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
 ``--out`` or, without it, to stdout (the summary then on stderr). Every command that loads one run takes
 ``--seed S`` (one seed of a multi-seed run), ``--allow-unfinished`` and ``--allow-failed``
 (:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.train.output_paths`):
@@ -81,8 +81,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds ``predict``, ``recommend``, ``score`` and ``export`` to the ``embreg`` sub-commands."""
-    from embreg.cli import positive_int  # the argparse type every embreg command shares
-    from embreg.serving.tagging import INPUT_FORMATS
+    from embreg.cli_arguments import positive_int  # the argparse type every embreg command shares
+    from embreg.tasks.tagging.serving import INPUT_FORMATS
     from embreg.serving.trained_run import UNKNOWN_POLICIES
 
     predict = sub.add_parser(
@@ -218,7 +218,7 @@ def load_run(args: argparse.Namespace, device: str | None = None) -> TrainedRun:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from embreg.serving.tagging import TaggedSentences
+    from embreg.tasks.tagging.serving import TaggedSentences
 
     checked_out(args, [args.input])
     run = load_run(args)
@@ -264,7 +264,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from embreg.serving.inputs import read_lines
+    from embreg.data.files.inputs import read_lines
 
     checked_out(args, [args.input])
     lines = read_lines(args.input)

@@ -46,7 +46,7 @@ def usage_record(run: TrainedRun, target: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"model_class": f"{type(model).__module__}.{type(model).__qualname__}"}
     if run.task == "tagging":
         record["model_args"] = dataclasses.asdict(run.recipe.model.config)
-        split = "whitespace" if run.recipe.data.path is not None else "embreg.data.review_tags.tokenize"
+        split = "whitespace" if run.recipe.data.path is not None else "embreg.data.datasets.review_tags.tokenize"
         record["tokens"] = {"split": split, "pad_id": 0, "unknown_id": 1}
     elif run.task == "translation":
         record.update(_translation(run, target))

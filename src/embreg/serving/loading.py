@@ -10,7 +10,7 @@ unpickled). The task's record of its data (``split.json`` / ``corpus.json``) is 
 wrote, so data that changed since training (an edited ``data.path`` file) is an error, not silently other ids.
 Classification and regression runs skip the data: their ``serving.json`` records the classes and the tokenizer's
 fingerprint, all that predictions on new texts need, so the model is rebuilt from it alone
-(:meth:`~embreg.recipes.tasks.TaskAdapter.serving_data`); :attr:`TrainedRun.prepared` and ``evaluator`` prepare
+(:meth:`~embreg.tasks.TaskAdapter.serving_data`); :attr:`TrainedRun.prepared` and ``evaluator`` prepare
 the data (and check it) when first asked for.
 Runs trained under ``torchrun`` write the same files and load the same way.
 
@@ -173,7 +173,7 @@ def _own_random_stream() -> Iterator[None]:
 def _build(recipe: Any, served: Any = None) -> Any:
     """The run's parts as training built them; given the data for serving (``served``), its model only."""
     from embreg.recipes.run import build_run
-    from embreg.recipes.tasks.data_files import quiet_notices
+    from embreg.tasks.data_files import quiet_notices
 
     with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json
         return build_run(recipe, served, model_only=served is not None)
@@ -181,7 +181,7 @@ def _build(recipe: Any, served: Any = None) -> Any:
 
 def _prepare(files: RunDirectory, recipe: Any) -> tuple[Any, Any]:
     """The task's data, prepared as training prepared it and checked against the run's records, and its evaluator."""
-    from embreg.recipes.tasks.data_files import quiet_notices
+    from embreg.tasks.data_files import quiet_notices
     from embreg.train.seeding import seed_everything
 
     with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json

@@ -6,7 +6,7 @@ looked up in the run's vocabularies, and each row with an id never seen in train
 ratings clamped to the training range, click logits through a sigmoid, class logits through a softmax.
 
 Texts (classification, regression) keep every column of their input table, in order, and get the prediction
-columns after them; a text file is read line by line (:func:`embreg.serving.inputs.read_lines`). Texts are cut to
+columns after them; a text file is read line by line (:func:`embreg.data.files.inputs.read_lines`). Texts are cut to
 ``data.max_length`` word pieces as in training; the cut texts and the unknown word pieces are counted, and a blank
 text keeps its row with ``status=empty`` and no prediction.
 """
@@ -68,8 +68,8 @@ def read_columns(path: str | Path, columns: Sequence[str], sep: str | None) -> d
     Raises:
         DataError: a missing file or column (naming the columns present), or an unreadable file.
     """
-    from embreg.data.ctr_file import _header, _read
-    from embreg.data.tables import resolve_column
+    from embreg.data.files.ctr_file import _header, _read
+    from embreg.data.files.tables import resolve_column
 
     file = Path(path)
     if not file.is_file():
@@ -289,8 +289,8 @@ def _texts(run: TrainedRun, rows: Any) -> Prediction:
 def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
     """The input as a table and the name of its text column: a DataFrame or table file as it is (every column, in
     order; ``text_col``, or the header's ``text_col:<type>``), a text file
-    (:func:`embreg.serving.inputs.read_lines`) or a list as one ``text`` column."""
-    from embreg.serving.inputs import read_lines
+    (:func:`embreg.data.files.inputs.read_lines`) or a list as one ``text`` column."""
+    from embreg.data.files.inputs import read_lines
 
     if isinstance(rows, pd.DataFrame):
         if text_col not in rows.columns:
@@ -312,9 +312,9 @@ def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame
 def _whole_table(path: Path, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
     """Every column of a CSV/TSV/parquet file (text files: as text, e.g. ids keep their leading zeros), read as the
     training reader reads (:func:`read_columns`); ``text_col`` must be one of them."""
-    from embreg.data.ctr_file import _header, _read
-    from embreg.data.tables import resolve_column
-    from embreg.serving.inputs import decode_lines
+    from embreg.data.files.ctr_file import _header, _read
+    from embreg.data.files.tables import resolve_column
+    from embreg.data.files.inputs import decode_lines
 
     if path.suffix.lower() in (".csv", ".tsv"):
         decode_lines(path.read_bytes(), str(path))  # a file that is not UTF-8: the error names its line

@@ -3,7 +3,7 @@
 The same computation as the runs' full-ranking evaluation, batched over users (RecBole's ``full_sort_topk``): the
 model scores every item for a block of users (``score_all`` for ranking models, ``score_next`` on the left-padded
 history for next-item models), the user's own items are excluded (their score set to ``-inf``), and the top ``k``
-are kept with ties broken by the lower item index (:func:`embreg.train.metrics.topk_excluding`). A user with fewer
+are kept with ties broken by the lower item index (:func:`embreg.metrics.recommendation.topk_excluding`). A user with fewer
 than ``k`` items left gets fewer rows.
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.metrics import topk_excluding
+from embreg.metrics.recommendation import topk_excluding
 
 if TYPE_CHECKING:
     from embreg.serving.trained_run import TrainedRun

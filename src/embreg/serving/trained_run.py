@@ -6,7 +6,7 @@ method                                  tasks
 ======================================  =====================================================================
 ``predict(rows, unknown=...)``          rating (rating), ctr (click probability), classification (class and
                                         its probability), regression (value), tagging (a tag per token:
-                                        :class:`~embreg.serving.tagging.TaggedSentences`)
+                                        :class:`~embreg.tasks.tagging.serving.TaggedSentences`)
 ``recommend(users, k, ...)``            ranking, next-item (top-k unseen items per user, original ids)
 ``score(texts)``                        lm (per-line and total perplexity)
 ``translate(lines, beam=, alpha=, ...)``  translation (decoded sentences)
@@ -14,7 +14,7 @@ method                                  tasks
 
 Every argument that takes several items (``translate(lines)``, ``score(texts)``, ``predict`` on a list of texts,
 ``recommend(users, history=)``) takes a list, even of one item; a single ``str`` there is refused with the fix
-(:func:`embreg.serving.inputs.item_list`), never taken character by character. ``predict`` takes a ``str`` or a
+(:func:`embreg.data.files.inputs.item_list`), never taken character by character. ``predict`` takes a ``str`` or a
 path as the name of an input file.
 """
 
@@ -32,7 +32,7 @@ from embreg.errors import ConfigError
 from embreg.serving.vocabulary import IdVocabulary
 
 if TYPE_CHECKING:
-    from embreg.serving.translating import Translations
+    from embreg.tasks.translation.serving import Translations
 
 __all__ = ["TrainedRun", "RunData", "Prediction", "UNKNOWN_POLICIES"]
 
@@ -90,7 +90,7 @@ class RunData:
     Args:
         prepared, evaluator: the task's data and evaluator, when already built.
         prepare: ``() -> (prepared, evaluator)``, called once when either is first asked for (a text run serves new
-            texts without its training data: :meth:`embreg.recipes.tasks.TaskAdapter.serving_data`).
+            texts without its training data: :meth:`embreg.tasks.TaskAdapter.serving_data`).
     """
 
     def __init__(
@@ -170,12 +170,12 @@ class TrainedRun:
                 categorical and dense columns of the training file; texts: a table with the ``data.text_col``
                 column, every column of it kept in the output, or a text file of one text per line), or a list
                 of texts (a single ``str`` is a path, not a text); tagging: a list of sentences (or of token lists)
-                or a file (:mod:`embreg.serving.tagging`), e.g. ``run.predict(["Peter moved to Rome ."]).tags``,
+                or a file (:mod:`embreg.tasks.tagging.serving`), e.g. ``run.predict(["Peter moved to Rome ."]).tags``,
                 one list of tags per sentence such as ``[["B-PER", "O", "O", "B-LOC", "O"]]``.
             unknown: one of :data:`UNKNOWN_POLICIES` (tagging: ``mean`` reads an unseen token as ``<unk>``,
                 ``error`` refuses it).
             input_format: tagging only: how to read a file, ``auto``, ``lines`` or ``conll``
-                (:data:`embreg.serving.tagging.INPUT_FORMATS`; ``None``: ``auto``).
+                (:data:`embreg.tasks.tagging.serving.INPUT_FORMATS`; ``None``: ``auto``).
 
         Raises:
             ConfigError: the run's task has no ``predict``, ``unknown`` is not a policy, or ``input_format`` is
@@ -183,13 +183,13 @@ class TrainedRun:
             DataError: an unreadable input, a missing column, or (``unknown='error'``) ids unseen in training.
         """
         from embreg.serving import predicting
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
 
         self._require(("rating", "ctr", "classification", "regression", "tagging"), "predict")
         if unknown not in UNKNOWN_POLICIES:
             raise ConfigError(f"unknown={unknown!r} must be one of {', '.join(UNKNOWN_POLICIES)}")
         if self.task == "tagging":
-            from embreg.serving.tagging import predict_tags
+            from embreg.tasks.tagging.serving import predict_tags
 
             return predict_tags(self, rows, unknown, input_format)
         if input_format is not None:
@@ -225,7 +225,7 @@ class TrainedRun:
             DataError: a user (or history item) never seen in training.
         """
         from embreg.serving import recommending
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
 
         self._require(("ranking", "next-item"), "recommend")
         if users is not None:
@@ -242,22 +242,22 @@ class TrainedRun:
             ConfigError: not an ``lm`` run, or ``texts`` is a single ``str``.
         """
         from embreg.serving import scoring
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
 
         self._require(("lm",), "score")
         return scoring.score(self, item_list(texts, argument="texts", call="score"))
 
     def translate(self, lines: Sequence[str], **decoding: Any) -> Translations:
         """Translations of source ``lines`` (a list; ``beam``, ``alpha``, ``beta``:
-        :func:`embreg.serving.translating.translate`): a list of ``str`` that also counts the lines cut to
+        :func:`embreg.tasks.translation.serving.translate`): a list of ``str`` that also counts the lines cut to
         ``data.max_tokens`` source pieces and the unknown source pieces
-        (:class:`~embreg.serving.translating.Translations`).
+        (:class:`~embreg.tasks.translation.serving.Translations`).
 
         Raises:
             ConfigError: not a ``translation`` run, or ``lines`` is a single ``str``.
         """
         from embreg.serving import translating
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
 
         self._require(("translation",), "translate")
         return translating.translate(self, item_list(lines, argument="lines", call="translate"), **decoding)

@@ -44,7 +44,7 @@ from embreg.studies.runner import TuningRow, choose, final_records, same_point, 
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.studies.spec import ClaimSpec, StudySpec
 from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.stats import mann_whitney_u, one_sample_t_test, summarize, welch_t_test
+from embreg.analysis.stats import mann_whitney_u, one_sample_t_test, summarize, welch_t_test
 
 __all__ = [
     "write_report",

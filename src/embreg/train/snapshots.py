@@ -6,7 +6,7 @@ best and last:
 * **checkpoint averaging** (``train.average_checkpoints: K``): the element-wise mean of the weights of the last K
   epochs, one model (Vaswani et al. 2017 average the last 5 checkpoints); :func:`average_states`.
 * **snapshot ensembles** (``train.snapshot_ensemble: true`` with ``train.schedule: cosine-restarts``; Huang et al.
-  2017): the weights at the end of each cosine cycle (:func:`embreg.train.schedules.cycle_end_epochs`), whose
+  2017): the weights at the end of each cosine cycle (:func:`embreg.optim.schedules.cycle_end_epochs`), whose
   predictions are averaged (:class:`embreg.models.ensemble.PredictionEnsemble`).
 
 :class:`EpochSnapshots` is the trainer callback that keeps them: after each epoch it writes the model's weights to
@@ -36,7 +36,7 @@ import torch
 
 from embreg.errors import ConfigError, DataError
 from embreg.train.checkpoint import load_checkpoint, save_checkpoint
-from embreg.train.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
+from embreg.optim.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
 
 __all__ = [
     "SNAPSHOT_DIR",
@@ -53,7 +53,7 @@ _FILE = re.compile(r"epoch-(\d+)\.safetensors")
 
 
 def schedule_settings(train: Any) -> dict[str, Any]:
-    """The :data:`~embreg.train.schedules.SCHEDULE_SETTINGS` values of a ``train`` section."""
+    """The :data:`~embreg.optim.schedules.SCHEDULE_SETTINGS` values of a ``train`` section."""
     return {key: getattr(train, key) for key in SCHEDULE_SETTINGS}
 
 

@@ -34,10 +34,10 @@ from embreg.train.distributed import (
 )
 from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
-from embreg.train.optim import OptimizerFactory
+from embreg.optim.optimizers import OptimizerFactory
 from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
-from embreg.train.schedules import SchedulerFactory, check_scheduler_state
+from embreg.optim.schedules import SchedulerFactory, check_scheduler_state
 from embreg.train.seeding import rank_seed, seed_everything
 from embreg.train.state_checks import check_best_state, check_resume_state
 
@@ -128,7 +128,7 @@ class Trainer:
             update in one call, e.g. :mod:`embreg.models.mf_fused_step`) instead of autograd; it computes the same
             step, so it takes no objective other than the standard one, no regularisers, no clipping, fp32 on the
             CPU in one process. Where the model's kernel cannot be built the autograd step runs (after a warning).
-        scheduler: ``(optimizer, steps_per_epoch) -> LRScheduler`` (:mod:`embreg.train.schedules`), stepped after
+        scheduler: ``(optimizer, steps_per_epoch) -> LRScheduler`` (:mod:`embreg.optim.schedules`), stepped after
             every optimizer step; its state is saved in ``last.safetensors`` and restored on resume (``None``: none).
         index_transforms_on: where the model's index transforms (SSE) draw in training (:mod:`embreg.train.host_draws`):
             ``"auto"`` (on the CPU batch before its copy when training on CUDA, where the model allows it; else in the
@@ -141,9 +141,9 @@ class Trainer:
 
     Example:
         >>> from embreg.models import BiasedMF
-        >>> from embreg.train.batches import TensorBatches
-        >>> from embreg.train.evaluation import RatingEvaluator
-        >>> from embreg.train.optim import optimizer_factory
+        >>> from embreg.batching.batches import TensorBatches
+        >>> from embreg.tasks.ratings.evaluation import RatingEvaluator
+        >>> from embreg.optim.optimizers import optimizer_factory
         >>> data = {"user": torch.tensor([0, 1, 1]), "item": torch.tensor([0, 0, 1]), "rating": torch.tensor([4., 3., 5.])}
         >>> trainer = Trainer(BiasedMF.build(2, 2, 4, global_mean=4.0), optimizer_factory("adam", 0.01),
         ...                   TensorBatches(data, batch_size=2), RatingEvaluator({"valid": data, "test": data}),

@@ -22,7 +22,7 @@ from typing import Any
 
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, Section
-from embreg.train.stats import summarize
+from embreg.analysis.stats import summarize
 
 __all__ = ["LMCurvesConfig", "curve", "value_at", "median_seconds", "build"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from embreg.registry import register
 from embreg.studies.analyses._md_sweep import chosen_on_validation, per_row, sweep_points
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
-from embreg.train.stats import summarize
+from embreg.analysis.stats import summarize
 
 
 @dataclass

@@ -57,6 +57,8 @@ from typing import Any
 
 import torch
 
+from embreg.analysis.stats import median_interval, target_verdict
+from embreg.batching.batches import endless_batches
 from embreg.embeddings import MixedDimensionEmbedding, md_embedding
 from embreg.errors import DataError
 from embreg.recipes import load_recipe
@@ -66,8 +68,6 @@ from embreg.registry import REGISTRY
 from embreg.sse._cuda_sampler import cuda_sampler
 from embreg.sse._kernel import backend_name
 from embreg.studies.hub import write_benchmark_summary
-from embreg.batching.batches import endless_batches
-from embreg.analysis.stats import median_interval, target_verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from md_speed import optimizers, sample_ids, zipf_counts  # noqa: E402 (a sibling benchmark script)

@@ -36,15 +36,15 @@ from pathlib import Path
 
 import torch
 
+from embreg.batching.batches import TensorBatches
+from embreg.batching.length_grouped_batches import LengthGroupedBatches
 from embreg.data.mlm_masking import BertMasking
 from embreg.models.encoder_classifier import encode_texts
 from embreg.models.encoder_mlm import MaskedLanguageModel
 from embreg.models.pretrained import load_pretrained
 from embreg.recipes import load_recipe
-from embreg.tasks.mlm.task import pretraining_texts
 from embreg.studies.hub import write_benchmark_summary
-from embreg.batching.batches import TensorBatches
-from embreg.batching.length_grouped_batches import LengthGroupedBatches
+from embreg.tasks.mlm.task import pretraining_texts
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "mlm-batching"
 SCHEMES = ("random", "grouped", "packed")

@@ -30,9 +30,9 @@ from embreg.errors import ConfigError
 from embreg.papers import PAPER_KEYS
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
-from embreg.tasks import model_id_kinds
 from embreg.registry import REGISTRY, SLOTS, missing_capabilities
 from embreg.regularizers.embedding_noise import embedding_modules
+from embreg.tasks import model_id_kinds
 from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import base_recipe
 

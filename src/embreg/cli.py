@@ -11,7 +11,7 @@ embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg baseline NAME RECIPE|FILE.yaml [--set data.key=value | baseline.key=value ...] [--out DIR] [--samples N]
 embreg demo [--seeds N] [--out DIR]
 embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
-embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.tasks.translation.serving)
+embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.serving.translate_command)
 
 Errors print one line, ``embreg: error: ...``, and exit with status 2. Output cut short by its reader
 (``embreg list --json | head``) ends the command quietly with status 0.
@@ -39,8 +39,6 @@ def _default_out(name: str) -> Path:
 
 
 PLURALS = {"analysis": "analyses", "index_transform": "index transforms"}
-
-
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -335,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study_parser(sub)
     from embreg.serving.cli import add_serving_parsers
-    from embreg.tasks.translation.serving import add_translate_parser
+    from embreg.serving.translate_command import add_translate_parser
 
     add_serving_parsers(sub)
     add_translate_parser(sub)

@@ -108,9 +108,9 @@ def step_costs(
 
     import torch
 
+    from embreg.batching.batches import endless_batches
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
-    from embreg.batching.batches import endless_batches
 
     runs = recipes if isinstance(recipes, dict) else {name: (name, []) for name in recipes}
     threads = torch.get_num_threads()
@@ -202,8 +202,8 @@ def _claim_demo_dir(out: Path, overwrite: bool) -> None:
 
 def _summary_dir(out: Path, recipe: str, runs: list[dict]) -> Path:
     """Writes the per-seed metrics as ``summary.json`` so :func:`compare_runs` reads them."""
-    from embreg.train.checkpoint import atomic_write_json
     from embreg.analysis.stats import summarize_runs
+    from embreg.train.checkpoint import atomic_write_json
 
     directory = out / recipe
     atomic_write_json(directory / "summary.json", summarize_runs(runs))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embreg.data import load_polarity
-from embreg.data.labelled_text import SplitSizeError
 from embreg.data.datasets.polarity import parse_fasttext_lines
+from embreg.data.labelled_text import SplitSizeError
 from embreg.errors import ConfigError, DataError
 
 

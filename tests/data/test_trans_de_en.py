@@ -11,9 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
-from embreg.data.parallel import read_pairs, split_by_source, train_bpe
-from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.datasets.trans_de_en import (
     TRANS_DE_EN_FILE,
     TRANS_DE_EN_MEMBER,
@@ -21,6 +18,9 @@ from embreg.data.datasets.trans_de_en import (
     dictionary_pairs,
     trans_de_en_spec,
 )
+from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
+from embreg.data.parallel import read_pairs, split_by_source, train_bpe
+from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.errors import DataError
 
 DICTIONARY = """# Version :: devel

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from embreg.models import BiasedMF
-from embreg.regularizers.base import standard_objective
 from embreg.batching.batches import TensorBatches
-from embreg.tasks.ratings.evaluation import RatingEvaluator
+from embreg.models import BiasedMF
 from embreg.optim.optimizers import optimizer_factory
+from embreg.regularizers.base import standard_objective
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

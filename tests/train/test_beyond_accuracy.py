@@ -65,9 +65,9 @@ def test_all_metrics_at_each_cut_off_and_bad_lists_refused() -> None:
 
 @pytest.mark.parametrize("recipe", ["bpr", "sasrec"])
 def test_ranking_and_next_item_runs_report_them_and_compare_shows_them(recipe: str, tmp_path) -> None:
+    from embreg.analysis.compare import compare_runs, format_markdown
     from embreg.recipes import load_recipe
     from embreg.recipes.run import run_single
-    from embreg.analysis.compare import compare_runs, format_markdown
 
     overrides = ["data.max_rows=2000", "train.epochs=1", "train.progress=false"]
     if recipe == "sasrec":

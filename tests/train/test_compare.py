@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from embreg.errors import ConfigError, DataError
 from embreg.analysis.compare import CompareResult, MetricSummary, compare_runs, format_markdown
 from embreg.analysis.stats import mann_whitney_u, summarize_runs, welch_t_test
+from embreg.errors import ConfigError, DataError
 
 
 def write_multi_seed(directory: Path, per_seed: list[dict[str, float]], **extra) -> Path:

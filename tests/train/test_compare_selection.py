@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from embreg.analysis.compare import compare_runs
 from embreg.cli import main
 from embreg.errors import ConfigError
-from embreg.analysis.compare import compare_runs
 
 RATING = {
     "best_epoch": 3,

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from embreg.errors import ConfigError
 from embreg.analysis.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
+from embreg.errors import ConfigError
 from tests.helpers.finetune_tiny import LinearStackModel, one_thread, tiny_batch, tiny_classifier  # noqa: F401 (one_thread: autouse)
 
 

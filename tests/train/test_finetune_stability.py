@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from embreg.cli import main
 from embreg.analysis.stability import box_plot, gap_metric, stability_markdown
 from embreg.analysis.stats import welch_t_test
+from embreg.cli import main
 
 
 def _run(root: Path, name: str, test: list[float], gap: list[float]) -> Path:

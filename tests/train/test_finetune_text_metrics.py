@@ -9,8 +9,8 @@ from scipy import stats
 
 from embreg.errors import ConfigError, EmbregError
 from embreg.models import ModelOutput
-from embreg.tasks.text.evaluation import TextEvaluator, classification_metrics, regression_metrics
 from embreg.optim.warmup import WarmupLinearAdamW, warmup_linear_factor
+from embreg.tasks.text.evaluation import TextEvaluator, classification_metrics, regression_metrics
 
 
 def _binary_mcc(pred: np.ndarray, true: np.ndarray) -> float:

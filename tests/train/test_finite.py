@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.errors import TrainingError
 from embreg.regularizers.base import standard_objective
-from embreg.batching.batches import TensorBatches
 from embreg.train.checkpoint import load_checkpoint
 from embreg.train.finite import check_final_metrics, non_finite_parameters
 from embreg.train.trainer import LAST_CHECKPOINT

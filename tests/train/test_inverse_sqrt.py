@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from embreg.errors import ConfigError
-from embreg.recipes import load_recipe
 from embreg.optim.inverse_sqrt import InverseSqrtAdam, inverse_sqrt_adam_factory, inverse_sqrt_factor
+from embreg.recipes import load_recipe
 
 
 def test_the_factor_is_vaswanis_curve_scaled_to_peak_at_the_end_of_warm_up() -> None:

@@ -8,10 +8,10 @@ from torch import nn
 
 from embreg.embeddings import MixedDimensionEmbedding
 from embreg.errors import ConfigError
-from embreg.recipes.recipe import TrainConfig
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
 from embreg.optim.lazy_adam import LazyAdam
 from embreg.optim.optimizers import OPTIMIZERS, check_sparse_gradients, optimizer_factory
+from embreg.recipes.recipe import TrainConfig
+from embreg.train.checkpoint import load_checkpoint, save_checkpoint
 
 
 class Tiny(nn.Module):

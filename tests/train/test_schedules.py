@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from embreg.errors import ConfigError
+from embreg.optim.schedules import SCHEDULES, cycle_end_epochs, scheduler_factory
 from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import epochs_change_problem
 from embreg.recipes.run import build_run, run_single
 from embreg.train.run_dir import RunDirectory
-from embreg.optim.schedules import SCHEDULES, cycle_end_epochs, scheduler_factory
 
 QUICK = ["data.max_rows=2000", "train.progress=false", "train.device=cpu", "train.patience=null"]
 

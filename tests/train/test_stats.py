@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from embreg.errors import EmbregError
 from embreg.analysis.stats import (
     mann_whitney_u,
     median_interval,
@@ -16,6 +15,7 @@ from embreg.analysis.stats import (
     target_verdict,
     welch_t_test,
 )
+from embreg.errors import EmbregError
 
 
 def test_summarize_hand_computed() -> None:

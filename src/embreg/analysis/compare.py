@@ -35,8 +35,8 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Literal
 
-from embreg.errors import ConfigError, DataError
 from embreg.analysis.stats import mann_whitney_u, summarize, welch_t_test
+from embreg.errors import ConfigError, DataError
 
 __all__ = ["MetricSummary", "PValues", "RunRow", "CompareResult", "compare_runs", "format_markdown"]
 

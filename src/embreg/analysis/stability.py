@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embreg.errors import ConfigError
 from embreg.analysis.compare import compare_runs
+from embreg.errors import ConfigError
 
 __all__ = ["stability_markdown", "box_plot", "gap_metric", "size_curve"]
 

@@ -39,14 +39,14 @@ from typing import Any, ClassVar, Literal
 
 from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
+from embreg.id_kinds import check_id_kinds
+from embreg.optim.schedules import check_schedule_settings
 from embreg.recipes.accepts import check_model_accepts, check_tables_reached
 from embreg.recipes.allocation import refuse_allocation_failure
-from embreg.id_kinds import check_id_kinds
 from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
 from embreg.train.loggers import check_logger_names
-from embreg.optim.schedules import check_schedule_settings
 from embreg.train.snapshots import check_ensemble_settings, schedule_settings
 
 __all__ = [

@@ -32,8 +32,8 @@ import yaml
 
 from embreg.config import to_dict
 from embreg.errors import ConfigError
-from embreg.train.run_dir import SUMMARY, RunDirectory
 from embreg.optim.schedules import fixed_length
+from embreg.train.run_dir import SUMMARY, RunDirectory
 
 __all__ = [
     "SAFE_TO_CHANGE",

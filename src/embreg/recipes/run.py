@@ -37,24 +37,24 @@ import torch
 from embreg._native import expected_backends, merged_backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError, TrainingError
+from embreg.id_kinds import build_index_transforms
+from embreg.optim.inverse_sqrt import inverse_sqrt_optimizer
+from embreg.optim.optimizers import check_sparse_gradients, optimizer_factory
+from embreg.optim.schedules import scheduler_factory
+from embreg.optim.warmup import warmup_adamw_factory
 from embreg.recipes.context import BuildContext
 from embreg.recipes.ensembles import ensemble_metrics, snapshot_callbacks
-from embreg.id_kinds import build_index_transforms
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, check_seed_count, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
 from embreg.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.finite import check_final_metrics
-from embreg.optim.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.loggers import RunLoggers, build_loggers
-from embreg.optim.optimizers import check_sparse_gradients, optimizer_factory
 from embreg.train.run_dir import CONFIG, RUN_RECORD, RunDirectory
-from embreg.optim.schedules import scheduler_factory
 from embreg.train.seeding import seed_everything
 from embreg.train.snapshots import schedule_settings
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
-from embreg.optim.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from embreg.config import apply_overrides, from_dict, load_yaml
 from embreg.errors import ConfigError
 from embreg.recipes.recipe import Recipe
-from embreg.tasks.data_files import file_section
 from embreg.registry import REGISTRY
+from embreg.tasks.data_files import file_section
 
 
 def _config_dir() -> Path:
@@ -96,8 +96,28 @@ def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collec
 
 
 def recipe_from_mapping(data: dict) -> Recipe:
-    """A :class:`Recipe` from plain data (a parsed YAML file; every key in it counts as set by the user)."""
-    return from_dict(Recipe, with_file_section(data))
+    """A :class:`Recipe` from plain data (a parsed YAML file; every key in it counts as set by the user); a shipped
+    recipe's description on a user's file names the file (:func:`describe_user_file`)."""
+    recipe = from_dict(Recipe, with_file_section(data))
+    describe_user_file(recipe)
+    return recipe
+
+
+@cache
+def _shipped_descriptions() -> frozenset[str]:
+    return frozenset(list_recipes().values())
+
+
+def describe_user_file(recipe: Recipe) -> None:
+    """Replaces a shipped recipe's description by one naming the user's file when ``data.path`` overrides its
+    dataset (the shipped text names the recipe's own dataset). A description of the user's own is kept."""
+    path = getattr(recipe.data, "path", None)
+    if path is None or recipe.description not in _shipped_descriptions():
+        return
+    model = recipe.model.name if recipe.model is not None else "none"
+    recipe.description = (
+        f"{recipe.name} recipe (model {model}, task {recipe.task}) on the file {Path(path).name} (data.path)"
+    )
 
 
 def technique_count(recipe: Recipe) -> int:

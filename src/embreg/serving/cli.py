@@ -82,8 +82,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds ``predict``, ``recommend``, ``score`` and ``export`` to the ``embreg`` sub-commands."""
     from embreg.cli_arguments import positive_int  # the argparse type every embreg command shares
-    from embreg.tasks.tagging.serving import INPUT_FORMATS
     from embreg.serving.trained_run import UNKNOWN_POLICIES
+    from embreg.tasks.tagging.serving import INPUT_FORMATS
 
     predict = sub.add_parser(
         "predict",

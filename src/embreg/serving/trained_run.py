@@ -21,7 +21,7 @@ path as the name of an input file.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,59 +29,13 @@ import pandas as pd
 import torch
 
 from embreg.errors import ConfigError
+from embreg.serving.prediction import UNKNOWN_POLICIES, Prediction
 from embreg.serving.vocabulary import IdVocabulary
 
 if TYPE_CHECKING:
     from embreg.tasks.translation.serving import Translations
 
 __all__ = ["TrainedRun", "RunData", "Prediction", "UNKNOWN_POLICIES"]
-
-UNKNOWN_POLICIES = ("mean", "error", "skip")
-"""What ``predict`` does with a row holding an id never seen in training: ``mean`` predicts the training mean
-(ratings: the mean training rating, or for models with bias tables, BiasedMF, their global mean plus the bias of the
-user or item that is known; clicks: the training click rate) and marks the row ``status=mean``; ``error``
-refuses the input naming the ids; ``skip`` leaves the row out. Each is counted in :attr:`Prediction.summary`."""
-
-
-@dataclass
-class Prediction:
-    """Predictions for input rows, on the input's original ids.
-
-    Attributes:
-        table: one row per input row kept: the input's id columns, the prediction columns (``rating`` |
-            ``click_probability``) and ``status`` (``ok``; ``mean`` where the unknown-id policy gave the training
-            mean; ``non-finite`` where the model's output is NaN or infinite, as a failed run's weights give). For
-            texts: every column of the input (a text file or a list: ``text``), the prediction columns (``label``
-            and ``probability``, one pair per target of a multi-task run, or ``value``; named ``predicted_<name>``
-            where the input has a column of that name) and ``status`` (``ok``, ``non-finite``, or ``empty`` for a
-            blank text, which gets no prediction).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
-            ``non_finite``; for texts ``rows``, ``predicted``, ``empty``, ``cut`` (texts cut to ``data.max_length``
-            word pieces), ``unknown_pieces`` (``[UNK]`` word pieces read), ``max_length`` and ``non_finite``.
-        kind: ``"rows"``, ``"texts"`` for classification and regression, ``"sentences"`` for tagging.
-    """
-
-    table: pd.DataFrame
-    summary: dict[str, int]
-    kind: str = field(default="rows", kw_only=True)
-
-    def summary_line(self) -> str:
-        """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with ids unseen in training (1 given the
-        training mean, 0 skipped)"`` or ``"4 texts: 4 predicted, 0 empty; 1 cut to data.max_length=64 word pieces,
-        0 unknown word pieces ([UNK])"``."""
-        s = self.summary
-        bad = s.get("non_finite", 0)
-        not_finite = f"; {bad} predictions are not finite (status non-finite)" if bad else ""
-        if self.kind == "texts":
-            return (
-                f"{s['rows']} texts: {s['predicted']} predicted, {s['empty']} empty; {s['cut']} cut to "
-                f"data.max_length={s['max_length']} word pieces, {s['unknown_pieces']} unknown word pieces ([UNK])"
-                + not_finite
-            )
-        return (
-            f"{s['rows']} rows: {s['predicted']} predicted, {s['unknown']} with ids unseen in training "
-            f"({s['fallback']} given the training mean, {s['skipped']} skipped)" + not_finite
-        )
 
 
 class RunData:
@@ -182,8 +136,8 @@ class TrainedRun:
                 given to a task other than tagging.
             DataError: an unreadable input, a missing column, or (``unknown='error'``) ids unseen in training.
         """
-        from embreg.serving import predicting
         from embreg.data.files.inputs import item_list
+        from embreg.serving import predicting
 
         self._require(("rating", "ctr", "classification", "regression", "tagging"), "predict")
         if unknown not in UNKNOWN_POLICIES:
@@ -224,8 +178,8 @@ class TrainedRun:
                 given as a single value instead of a list.
             DataError: a user (or history item) never seen in training.
         """
-        from embreg.serving import recommending
         from embreg.data.files.inputs import item_list
+        from embreg.serving import recommending
 
         self._require(("ranking", "next-item"), "recommend")
         if users is not None:
@@ -241,11 +195,11 @@ class TrainedRun:
         Raises:
             ConfigError: not an ``lm`` run, or ``texts`` is a single ``str``.
         """
-        from embreg.serving import scoring
         from embreg.data.files.inputs import item_list
+        from embreg.tasks.lm.serving import score
 
         self._require(("lm",), "score")
-        return scoring.score(self, item_list(texts, argument="texts", call="score"))
+        return score(self, item_list(texts, argument="texts", call="score"))
 
     def translate(self, lines: Sequence[str], **decoding: Any) -> Translations:
         """Translations of source ``lines`` (a list; ``beam``, ``alpha``, ``beta``:
@@ -256,8 +210,8 @@ class TrainedRun:
         Raises:
             ConfigError: not a ``translation`` run, or ``lines`` is a single ``str``.
         """
-        from embreg.serving import translating
         from embreg.data.files.inputs import item_list
+        from embreg.tasks.translation.serving import translate
 
         self._require(("translation",), "translate")
-        return translating.translate(self, item_list(lines, argument="lines", call="translate"), **decoding)
+        return translate(self, item_list(lines, argument="lines", call="translate"), **decoding)

@@ -36,7 +36,6 @@ from typing import Any
 
 from embreg.errors import ConfigError
 from embreg.id_kinds import id_kind_base
-from embreg.tasks.data_files import describe_user_file
 from embreg.registry import REGISTRY, missing_capabilities, register
 
 __all__ = [
@@ -148,7 +147,6 @@ class TaskAdapter(ABC):
                 )
         self._check_train_fields(recipe)
         self.check_data(recipe)
-        describe_user_file(recipe)
 
     def _check_train_fields(self, recipe: Any) -> None:
         """Refuses a task-specific ``train`` field this task does not read, set away from its default."""
@@ -182,7 +180,7 @@ class TaskAdapter(ABC):
         """Every key a run of ``recipe`` can write into ``metrics.json``, read from the recipe alone (no data is
         loaded): :data:`RUN_METRICS`, ``val_``/``test_`` of :meth:`evaluated_metrics`,
         :meth:`extra_metric_names`, and the averaged model's and snapshot ensemble's keys where the recipe asks for
-        them (:func:`embreg.recipes.ensembles.ensemble_metric_names`). A run may lack some (``world_size`` outside
+        them (:func:`embreg.train.snapshots.ensemble_metric_names`). A run may lack some (``world_size`` outside
         ``torchrun``), never have more.
 
         Example:
@@ -191,7 +189,7 @@ class TaskAdapter(ABC):
             >>> "test_rmse" in recipe.adapter.metric_names(recipe), "test_ndcg@10" in recipe.adapter.metric_names(recipe)
             (True, False)
         """
-        from embreg.recipes.ensembles import ensemble_metric_names
+        from embreg.train.snapshots import ensemble_metric_names
 
         evaluated = self.evaluated_metrics(recipe)
         split_keys = [f"{split}_{name}" for split in ("val", "test") for name in evaluated]

@@ -37,13 +37,11 @@ import contextlib
 import contextvars
 import sys
 from collections.abc import Collection, Iterator, Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
 from embreg.data.cache import sha256_file
-from embreg.data.splits import min_split_rows
 from embreg.data.files.user_files import describe_file, resolved_path
+from embreg.data.splits import min_split_rows
 from embreg.errors import ConfigError, DataError
 
 __all__ = [
@@ -56,7 +54,6 @@ __all__ = [
     "resolve_data_file",
     "checked_file",
     "file_record",
-    "describe_user_file",
     "data_line",
     "require_split_rows",
     "FILE_DATASET",
@@ -255,25 +252,6 @@ def require_split_rows(rows: int, fractions: list[float], source: dict[str, Any]
             f"{where}: {rows} data row(s) to split; a random split {list(fractions)} with no empty part needs at "
             f"least {needed}"
         )
-
-
-@cache
-def _shipped_descriptions() -> frozenset[str]:
-    from embreg.recipes.shipped import list_recipes
-
-    return frozenset(list_recipes().values())
-
-
-def describe_user_file(recipe: Any) -> None:
-    """Replaces a shipped recipe's description by one naming the user's file when ``data.path`` overrides its
-    dataset (the shipped text names the recipe's own dataset). A description of the user's own is kept."""
-    path = getattr(recipe.data, "path", None)
-    if path is None or recipe.description not in _shipped_descriptions():
-        return
-    model = recipe.model.name if recipe.model is not None else "none"
-    recipe.description = (
-        f"{recipe.name} recipe (model {model}, task {recipe.task}) on the file {Path(path).name} (data.path)"
-    )
 
 
 def data_line(record: dict[str, Any] | None) -> str:

@@ -35,14 +35,15 @@ from typing import Any
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
 from embreg.optim.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
+from embreg.train.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = [
     "SNAPSHOT_DIR",
     "EpochSnapshots",
     "average_states",
     "check_ensemble_settings",
+    "ensemble_metric_names",
     "schedule_settings",
     "snapshot_cycle_ends",
 ]
@@ -199,3 +200,21 @@ class EpochSnapshots:
         self._memory.clear()
         if self.directory is not None and self.directory.is_dir():
             shutil.rmtree(self.directory)
+
+
+def ensemble_metric_names(train: Any, evaluated: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys :func:`embreg.recipes.ensembles.ensemble_metrics` can add for a ``train`` section, given the task's evaluated metrics.
+
+    Example:
+        >>> from embreg.recipes import load_recipe
+        >>> ensemble_metric_names(load_recipe("mf", ["train.average_checkpoints=3"]).train, ("rmse",))
+        ('averaged_epochs', 'averaged_val_rmse', 'averaged_test_rmse')
+    """
+    names: list[str] = []
+    for prefix, counter, wanted in (
+        ("averaged", "averaged_epochs", bool(train.average_checkpoints)),
+        ("snapshots", "snapshots_count", bool(train.snapshot_ensemble)),
+    ):
+        if wanted:
+            names += [counter, *(f"{prefix}_{split}_{name}" for split in ("val", "test") for name in evaluated)]
+    return tuple(names)

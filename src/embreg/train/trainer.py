@@ -19,6 +19,8 @@ import torch
 from torch import nn
 
 from embreg.errors import ConfigError, TrainingError
+from embreg.optim.optimizers import OptimizerFactory
+from embreg.optim.schedules import SchedulerFactory, check_scheduler_state
 from embreg.progress import progress
 from embreg.regularizers.base import Objective, StepContext, standard_objective
 from embreg.sse.base import IndexTransform
@@ -34,10 +36,8 @@ from embreg.train.distributed import (
 )
 from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
-from embreg.optim.optimizers import OptimizerFactory
 from embreg.train.resume import check_resumable
 from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
-from embreg.optim.schedules import SchedulerFactory, check_scheduler_state
 from embreg.train.seeding import rank_seed, seed_everything
 from embreg.train.state_checks import check_best_state, check_resume_state
 

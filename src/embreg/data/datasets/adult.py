@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embreg.data.datasets.catalog import ADULT_FILE
 from embreg.data.ctr import CTRData, encode_field
+from embreg.data.datasets.catalog import ADULT_FILE
 from embreg.data.registry import fetch
 from embreg.errors import DataError
 

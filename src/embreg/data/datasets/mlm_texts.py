@@ -53,8 +53,8 @@ def read_text_lines(path: str | Path) -> list[str]:
 
 def wiki_passages(words_per_passage: int, max_articles: int | None = None) -> list[list[str]]:
     """The ``enwiki-gensim`` articles cut into passages of ``words_per_passage`` words, grouped by article."""
-    from embreg.data.registry import fetch
     from embreg.data.datasets.wikipedia import ENWIKI_FILE, ENWIKI_NAME, _cached_articles
+    from embreg.data.registry import fetch
 
     articles = _cached_articles(str(fetch(ENWIKI_NAME, progress=False) / ENWIKI_FILE), max_articles)
     return [

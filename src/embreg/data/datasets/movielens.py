@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embreg.data.ratings import RatingsData, encode_labels
 from embreg.data.files.ratings_file import load_ratings_file, parse_labels, parse_numbers
-from embreg.data.registry import fetch
 from embreg.data.files.tables import Table, read_text_table
+from embreg.data.ratings import RatingsData, encode_labels
+from embreg.data.registry import fetch
 from embreg.errors import DataError
 
 ML100K_NAME = "ml-100k"

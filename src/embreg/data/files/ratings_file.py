@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from embreg.data.files.duplicates import check_duplicate_policy, resolve_duplicates
-from embreg.data.ratings import RatingsData
 from embreg.data.files.tables import PARQUET_SUFFIXES, Table, detect_separator, read_parquet_table, read_text_table
 from embreg.data.files.user_files import FLOAT32_MAX, check_regular_file
+from embreg.data.ratings import RatingsData
 from embreg.errors import DataError
 
 _INT64_LIMIT = 2.0**63

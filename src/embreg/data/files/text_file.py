@@ -41,7 +41,6 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask, few_sample_split
 from embreg.data.files.ratings_file import (
     _MISSING_WORDS,
     _fail,
@@ -58,6 +57,7 @@ from embreg.data.files.tables import (
     read_text_table,
 )
 from embreg.data.files.user_files import check_regular_file
+from embreg.data.labelled_text import SPLITS, SplitSizeError, TextTask, few_sample_split
 from embreg.errors import DataError
 
 __all__ = ["load_text_file"]

@@ -64,8 +64,8 @@ class LexiconConfig:
 def lexicon_baseline(config: LexiconConfig, recipe: Any) -> BaselineResult:
     """Learns the lexicon on ``recipe``'s training split and scores it on its validation and test splits."""
     from embreg.models.ibm_model1 import fit_ibm_model1
-    from embreg.tasks.translation.task import translation_splits
     from embreg.tasks.translation.evaluation import corpus_scores
+    from embreg.tasks.translation.task import translation_splits
 
     d = recipe.data
     splits = translation_splits(d, progress=recipe.train.progress)

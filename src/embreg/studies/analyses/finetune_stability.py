@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embreg.registry import register
-from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.analysis.stability import box_plot_values, gap_metric
 from embreg.analysis.stats import mann_whitney_u, summarize, welch_t_test
+from embreg.registry import register
+from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 
 __all__ = [
     "FinetuneStabilityConfig",

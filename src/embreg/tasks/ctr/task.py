@@ -22,13 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.data import CTRData, load_adult, load_ctr_file, load_ml100k_ctr, random_split, synthetic_ctr
 from embreg.errors import ConfigError
 from embreg.id_kinds import FIELD_KIND, field_kind
 from embreg.tasks import TaskAdapter, check_max_rows, check_split, register_task
-from embreg.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
-from embreg.batching.batches import TensorBatches
 from embreg.tasks.ctr.evaluation import CTREvaluator
+from embreg.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
 
 __all__ = ["CTRDataConfig", "PreparedCTRData", "CTRTask", "load_ctr_dataset", "CTR_DATASETS"]
 

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from embreg.train.device import model_device
 from embreg.tasks.lm.batches import batchify
+from embreg.train.device import model_device
 
 if TYPE_CHECKING:
     from embreg.models.protocols import SequenceModel

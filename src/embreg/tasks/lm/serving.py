@@ -1,4 +1,4 @@
-"""``score`` for language models (see :meth:`TrainedRun.score`): per-line and total perplexity.
+"""``score`` for language models (see :meth:`~embreg.serving.trained_run.TrainedRun.score`): per-line and total perplexity.
 
 Each line is tokenised as the training corpus was (:func:`embreg.data.text_corpus.tokenize_line`), closed by
 ``<eos>``, and encoded with the run's vocabulary (words outside it become ``<unk>``, counted per line). The model
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import torch
@@ -19,15 +19,13 @@ import torch.nn.functional as F
 
 from embreg.data.text_corpus import tokenize_line
 from embreg.data.text_vocab import EOS
-
-if TYPE_CHECKING:
-    from embreg.serving.trained_run import TrainedRun
+from embreg.serving.served_run import ServedRun
 
 __all__ = ["score"]
 
 
 @torch.no_grad()
-def score(run: TrainedRun, texts: Sequence[str]) -> pd.DataFrame:
+def score(run: ServedRun, texts: Sequence[str]) -> pd.DataFrame:
     vocab = run.prepared.vocab
     model: Any = run.model
     eos = vocab.index[EOS]

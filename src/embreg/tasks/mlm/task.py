@@ -10,7 +10,7 @@ Data (``data.dataset``):
 
 * ``reviews``: those of the 22,641 clothing-review texts that are *outside* the validation and test sets of every
   shipped fine-tuning recipe on the reviews and of the reviews' default split (19,641 texts at the shipped splits),
-  so fine-tuning never tests on a text the encoder was pre-trained on (:func:`finetuning_review_splits`);
+  so fine-tuning never tests on a text the encoder was pre-trained on (:data:`FINETUNING_REVIEW_SPLITS`);
 * ``enwiki-gensim``: the Wikipedia extract of the dataset registry in passages of ``max_length`` words, split by
   article;
 * ``file``: a user's UTF-8 text file, one text per line (``data.path``).
@@ -40,13 +40,14 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
+from embreg.batching.length_grouped_batches import LengthGroupedBatches
 from embreg.data.mlm_masking import BertMasking, implicit_sse_rate
 from embreg.errors import ConfigError, DataError
 from embreg.tasks import TaskAdapter, register_task
@@ -58,15 +59,13 @@ from embreg.tasks.data_files import (
     note_fitted,
     resolve_data_file,
 )
-from embreg.batching.batches import TensorBatches
-from embreg.batching.length_grouped_batches import LengthGroupedBatches
 from embreg.tasks.mlm.evaluation import MaskedLMEvaluator
 
 __all__ = [
     "MaskedLMDataConfig",
     "MaskedLMData",
     "MaskedLMTask",
-    "finetuning_review_splits",
+    "FINETUNING_REVIEW_SPLITS",
     "pretraining_texts",
     "measured_replacement_rates",
     "REVIEW_DEFAULT_SPLIT",
@@ -74,6 +73,12 @@ __all__ = [
 
 REVIEW_DEFAULT_SPLIT = (0, 1000, 2000)
 """``(split_seed, valid_size, test_size)`` of a reviews fine-tuning run that leaves the sizes unset."""
+
+FINETUNING_REVIEW_SPLITS = frozenset({REVIEW_DEFAULT_SPLIT, (0, 500, 1000)})
+"""``(split_seed, valid_size, test_size)`` of every shipped fine-tuning recipe on the reviews and of the reviews'
+default split: the pre-training texts of ``dataset: reviews`` avoid all their validation and test texts. A test
+(tests/recipes/test_mlm_task.py) checks that every shipped fine-tuning recipe on the reviews is in this set, so a
+new recipe with another split cannot leak its test texts into pre-training."""
 
 
 @dataclass
@@ -172,22 +177,6 @@ class MaskBatch:
         return {**batch, "input_ids": inputs, "labels": labels}
 
 
-@cache
-def finetuning_review_splits() -> frozenset[tuple[int, int, int]]:
-    """``(split_seed, valid_size, test_size)`` of every shipped fine-tuning recipe on the reviews, and the reviews'
-    default split: the pre-training texts of ``dataset: reviews`` avoid all their validation and test texts."""
-    from embreg.recipes import load_recipe
-    from embreg.recipes.shipped import list_recipes
-
-    splits = {REVIEW_DEFAULT_SPLIT}
-    for name in list_recipes():
-        recipe = load_recipe(name)
-        data = recipe.data
-        if recipe.task in ("classification", "regression") and getattr(data, "dataset", None) == "reviews":
-            splits.add((data.split_seed, data.valid_size or 1000, data.test_size or 2000))
-    return frozenset(splits)
-
-
 def _split_texts(
     texts: list[str], d: MaskedLMDataConfig, where: str, fitted: dict[str, tuple[int, int]] | None = None
 ) -> dict[str, list[str]]:
@@ -223,7 +212,7 @@ def _review_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict[str
     from embreg.data.datasets.reviews import read_reviews
 
     texts = read_reviews()["text"].tolist()
-    holdout = review_holdout_rows(len(texts), finetuning_review_splits())
+    holdout = review_holdout_rows(len(texts), FINETUNING_REVIEW_SPLITS)
     held_texts = {texts[i] for i in holdout}
     kept = [t for i, t in enumerate(texts) if i not in holdout and t not in held_texts]  # duplicates of them too
     record = {"dataset": "clothing-reviews", "texts_read": len(texts), "fine_tuning_holdout": len(texts) - len(kept)}
@@ -258,7 +247,7 @@ def pretraining_texts(d: MaskedLMDataConfig) -> tuple[dict[str, list[str]], dict
     """The ``train`` / ``valid`` / ``test`` texts of a data section and a record of where they came from.
 
     For ``dataset: reviews`` no text is in the validation or test set of a fine-tuning recipe
-    (:func:`finetuning_review_splits`).
+    (:data:`FINETUNING_REVIEW_SPLITS`).
 
     Raises:
         DataError: too few texts for the held-out sets; a file that is missing, changed or unreadable (the line

@@ -36,16 +36,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.data import NegativeSampler
 from embreg.data.datasets.movielens import MovieLens100k
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.errors import ConfigError, DataError
+from embreg.sse import NeighbourGraph
 from embreg.tasks import TaskAdapter, check_max_rows, register_task
 from embreg.tasks.data_files import check_fit_to_file, note_dropped, note_fitted, resolve_data_file
-from embreg.tasks.ratings.task import load_interactions, movielens_graph
-from embreg.sse import NeighbourGraph
-from embreg.batching.batches import TensorBatches
 from embreg.tasks.next_item.evaluation import NEGATIVE_PREFIXES, NextItemEvaluator
+from embreg.tasks.ratings.task import load_interactions, movielens_graph
 
 __all__ = ["SequenceDataConfig", "PreparedSequences", "NextItemTask", "training_examples"]
 

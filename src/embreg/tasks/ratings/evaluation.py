@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from embreg.train.device import model_device, move_batch
 from embreg.metrics.recommendation import mae, ranking_metrics, rmse, topk_excluding
+from embreg.train.device import model_device, move_batch
 
 if TYPE_CHECKING:
     from embreg.models.protocols import RankingModel

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.data import (
     NegativeSampler,
     RatingsData,
@@ -31,14 +32,13 @@ from embreg.data import (
     random_split,
     user_graph_from_attributes,
 )
-from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.data.datasets.movielens import MovieLens100k
 from embreg.data.files.ratings_file import read_ratings_file
+from embreg.data.graphs import DEFAULT_KG_RELATIONS
 from embreg.errors import ConfigError, DataError
+from embreg.sse import NeighbourGraph
 from embreg.tasks import TaskAdapter, check_max_rows, check_split, register_task
 from embreg.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
-from embreg.sse import NeighbourGraph
-from embreg.batching.batches import TensorBatches
 from embreg.tasks.ratings.evaluation import RankingEvaluator, RatingEvaluator
 
 __all__ = ["RatingsDataConfig", "PreparedRatings", "RatingTask", "RankingTask", "load_interactions", "movielens_graph"]

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from embreg.errors import EmbregError
-from embreg.train.device import model_device, move_batch
 from embreg.tasks.tagging.span_f1 import span_scores, token_accuracy
+from embreg.train.device import model_device, move_batch
 
 __all__ = ["TaggingEvaluator", "TAGGING_METRICS", "SPAN_METRICS"]
 

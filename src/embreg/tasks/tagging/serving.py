@@ -1,4 +1,4 @@
-"""``predict`` for the tagging task: a trained tagger (BiLSTM-CRF) tags new sentences (see :meth:`TrainedRun.predict`).
+"""``predict`` for the tagging task: a trained tagger (BiLSTM-CRF) tags new sentences (see :meth:`~embreg.serving.trained_run.TrainedRun.predict`).
 
 Input, in one of three forms:
 
@@ -32,17 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import torch
 
 from embreg.data.files.conll import DOCSTART
 from embreg.errors import ConfigError, DataError
-from embreg.serving.trained_run import Prediction
-
-if TYPE_CHECKING:
-    from embreg.serving.trained_run import TrainedRun
+from embreg.serving.prediction import Prediction
+from embreg.serving.served_run import ServedRun
 
 __all__ = ["TaggedSentences", "INPUT_FORMATS", "predict_tags", "detect_format", "read_sentences", "conll_text"]
 
@@ -168,7 +166,7 @@ def read_sentences(
     return sentences
 
 
-def _tokenizer(run: TrainedRun) -> Callable[[str], list[str]]:
+def _tokenizer(run: ServedRun) -> Callable[[str], list[str]]:
     """The split of the run's training text: whitespace for CoNLL files, the reviews' rule for reviews-silver."""
     if run.recipe.data.path is None:
         from embreg.data.datasets.review_tags import tokenize
@@ -177,7 +175,7 @@ def _tokenizer(run: TrainedRun) -> Callable[[str], list[str]]:
     return str.split
 
 
-def _sentences(run: TrainedRun, rows: Any, input_format: str | None) -> list[list[str]]:
+def _sentences(run: ServedRun, rows: Any, input_format: str | None) -> list[list[str]]:
     tokenize = _tokenizer(run)
     if isinstance(rows, (str, Path)):
         return read_sentences(rows, tokenize, input_format or "auto")
@@ -197,7 +195,7 @@ def _sentences(run: TrainedRun, rows: Any, input_format: str | None) -> list[lis
 
 
 @torch.no_grad()
-def predict_tags(run: TrainedRun, rows: Any, unknown: str, input_format: str | None = None) -> TaggedSentences:
+def predict_tags(run: ServedRun, rows: Any, unknown: str, input_format: str | None = None) -> TaggedSentences:
     """Tags of ``rows`` (module docstring) by the tagging run ``run``.
 
     Args:

@@ -22,14 +22,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from embreg.batching.batches import TensorBatches
 from embreg.data.files.conll import TaggedSentence, read_conll
+from embreg.data.files.user_files import resolved_path
 from embreg.data.splits import random_split
 from embreg.data.tagged_corpus import SPLITS, TaggedCorpus, bio_to_iobes, check_tags
-from embreg.data.files.user_files import resolved_path
 from embreg.errors import ConfigError
 from embreg.tasks import TaskAdapter, check_split, register_task
 from embreg.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
-from embreg.batching.batches import TensorBatches
 from embreg.tasks.tagging.evaluation import SPAN_METRICS, TAGGING_METRICS, TaggingEvaluator
 
 __all__ = ["TaggingDataConfig", "PreparedTagging", "TaggingTask", "load_tagged_splits"]

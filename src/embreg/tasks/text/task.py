@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.data.labelled_text import SPLITS, MultiTargetTask, SplitSizeError, TextTask
 from embreg.errors import ConfigError, DataError
 from embreg.tasks import TaskAdapter, register_task
@@ -31,9 +32,8 @@ from embreg.tasks.data_files import (
     note_fitted,
     resolve_data_file,
 )
-from embreg.tasks.multitask.task import check_multitask, check_multitask_techniques
-from embreg.batching.batches import TensorBatches
 from embreg.tasks.multitask.evaluation import SCORE, MultiTargetEvaluator, target_metric_names
+from embreg.tasks.multitask.task import check_multitask, check_multitask_techniques
 from embreg.tasks.text.evaluation import TextEvaluator
 
 __all__ = ["LabelledTextConfig", "PreparedText", "TextClassificationTask", "TextRegressionTask", "load_text_task"]

@@ -34,12 +34,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from embreg.batching.batches import TensorBatches
+from embreg.batching.token_batches import TokenBudgetBatches
 from embreg.data.parallel import encode_texts, read_pairs, split_by_source, train_bpe
 from embreg.errors import ConfigError
 from embreg.tasks import TaskAdapter, check_split, register_task
 from embreg.tasks.data_files import checked_file, file_record, note_dropped, resolve_data_file
-from embreg.batching.batches import TensorBatches
-from embreg.batching.token_batches import TokenBudgetBatches
 from embreg.tasks.translation.evaluation import DecodeSettings, TranslationEvaluator
 
 __all__ = [
@@ -232,8 +232,8 @@ def translation_splits(d: TranslationDataConfig, progress: bool = False) -> Tran
     if described is not None:
         pairs = read_pairs(str(d.path), d.source_col, d.target_col)
     else:
-        from embreg.data.registry import fetch
         from embreg.data.datasets.trans_de_en import TRANS_DE_EN_FILE
+        from embreg.data.registry import fetch
 
         directory = fetch(d.dataset, progress=progress)
         pairs = read_pairs(directory / TRANS_DE_EN_FILE)

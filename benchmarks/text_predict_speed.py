@@ -69,7 +69,7 @@ import embreg.models.pretrained as pretrained
 import embreg.recipes.run as recipe_run
 import embreg.serving.predicting as predicting
 from embreg.tasks.text.task import TextClassificationTask
-from embreg.train.run_dir import RunDirectory
+from embreg.runs.run_dir import RunDirectory
 
 stack = []
 exclusive = {}

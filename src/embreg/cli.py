@@ -181,7 +181,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from embreg.errors import ConfigError
     from embreg.recipes import load_recipe
     from embreg.recipes.baselines import run_baseline, split_options
-    from embreg.train.output_paths import check_output_directory
+    from embreg.runs.output_paths import check_output_directory
 
     overrides, options = split_options(args.set)
     unused = [o for o in overrides if not o.startswith("data.")]

@@ -14,9 +14,9 @@ from embreg.cli import main  # noqa: E402
 from embreg.errors import ConfigError, DataError  # noqa: E402
 from embreg.recipes import list_recipes, load_recipe  # noqa: E402
 from embreg.recipes.run import build_run, run_single  # noqa: E402
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from embreg.tasks.mlm.task import MaskedLMDataConfig, pretraining_texts  # noqa: E402
 from embreg.tasks.text.task import load_text_task  # noqa: E402
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from tests.helpers.finetune_tiny import tiny_checkpoint  # noqa: E402
 
 SMALL = [

@@ -12,7 +12,7 @@ MODULES = [
     "embreg.serving.cli",
     "embreg.tasks.tagging.serving",
     "embreg.serving.run_checks",
-    "embreg.train.output_paths",
+    "embreg.runs.output_paths",
     "embreg.metrics.beyond_accuracy",
 ]
 

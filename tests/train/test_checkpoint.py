@@ -1,4 +1,4 @@
-"""Tests of ``embreg.train.checkpoint``: atomic writes and checkpoint round trips."""
+"""Tests of ``embreg.runs.checkpoint``: atomic writes and checkpoint round trips."""
 
 import json
 import math
@@ -11,14 +11,14 @@ import safetensors.torch
 import torch
 
 from embreg.errors import DataError
-from embreg.train import checkpoint
-from embreg.train.checkpoint import (
+from embreg.runs.checkpoint import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     load_checkpoint,
     save_checkpoint,
 )
+from embreg.runs import checkpoint
 
 
 def leftovers(directory: Path) -> list[str]:

@@ -14,8 +14,8 @@ from embreg.batching.batches import TensorBatches
 from embreg.errors import DataError
 from embreg.models import BiasedMF
 from embreg.optim.optimizers import optimizer_factory
+from embreg.runs.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint, tensor_checksum
 from embreg.tasks.ratings.evaluation import RatingEvaluator
-from embreg.train.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint, tensor_checksum
 from embreg.train.trainer import LAST_CHECKPOINT, Trainer
 
 

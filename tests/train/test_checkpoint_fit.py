@@ -11,8 +11,8 @@ import torch
 
 from embreg.cli import main
 from embreg.errors import DataError
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
-from embreg.train.state_checks import check_model_state, check_optimizer_state
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint
+from embreg.runs.state_checks import check_model_state, check_optimizer_state
 from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT
 from tests.helpers.trainers import tiny_mf_trainer
 

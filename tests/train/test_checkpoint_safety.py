@@ -18,9 +18,9 @@ from embreg.batching.batches import TensorBatches
 from embreg.errors import DataError
 from embreg.models import BiasedMF
 from embreg.optim.optimizers import optimizer_factory
+from embreg.runs.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
 from embreg.sse import SSE, SSEEmbedding
 from embreg.tasks.ratings.evaluation import RatingEvaluator
-from embreg.train.checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
 from embreg.train.trainer import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, Trainer
 
 IDS = torch.arange(10).repeat(5)

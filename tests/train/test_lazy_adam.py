@@ -11,7 +11,7 @@ from embreg.errors import ConfigError
 from embreg.optim.lazy_adam import LazyAdam
 from embreg.optim.optimizers import OPTIMIZERS, check_sparse_gradients, optimizer_factory
 from embreg.recipes.recipe import TrainConfig
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint
 
 
 class Tiny(nn.Module):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from embreg.errors import DataError
-from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
+from embreg.runs.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 
 
 def test_files_round_trip(tmp_path):

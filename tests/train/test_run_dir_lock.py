@@ -12,7 +12,7 @@ from embreg.errors import EmbregError, RunDirectoryLockedError
 from embreg.recipes import load_recipe
 from embreg.recipes import run as run_module
 from embreg.recipes.run import run_seeds, run_single
-from embreg.train.run_dir import LOCK, RunDirectory
+from embreg.runs.run_dir import LOCK, RunDirectory
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "train.threads=1"]
 
@@ -68,7 +68,7 @@ def test_a_lock_held_by_another_process_is_seen_and_dies_with_it(tmp_path):
     out = tmp_path / "run"
     holder = textwrap.dedent(f"""
         import sys
-        from embreg.train.run_dir import RunDirectory
+        from embreg.runs.run_dir import RunDirectory
         with RunDirectory({str(out)!r}).lock():
             print("locked", flush=True)
             sys.stdin.read()

@@ -12,7 +12,7 @@ from embreg.optim.schedules import SCHEDULES, cycle_end_epochs, scheduler_factor
 from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import epochs_change_problem
 from embreg.recipes.run import build_run, run_single
-from embreg.train.run_dir import RunDirectory
+from embreg.runs.run_dir import RunDirectory
 
 QUICK = ["data.max_rows=2000", "train.progress=false", "train.device=cpu", "train.patience=null"]
 
@@ -155,7 +155,7 @@ def test_the_trainer_steps_the_scheduler_after_every_step() -> None:
 )
 def test_a_checkpoint_whose_scheduler_state_does_not_fit_is_refused_before_loading(tmp_path, edit, match) -> None:
     from embreg.errors import DataError
-    from embreg.train.checkpoint import save_checkpoint
+    from embreg.runs.checkpoint import save_checkpoint
 
     schedule = ["train.schedule=cosine-restarts", "train.restart_epochs=1"]
     run_single(load_recipe("mf", [*QUICK, *schedule, "train.epochs=1"]), tmp_path)

@@ -25,7 +25,7 @@ count (steps in which it had a gradient), as in ``SparseAdam``. The cost of a st
 the batch, not to the table. Weight decay is not offered (it would have to touch every row).
 
 The state (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter, as ``torch.optim.Adam``'s) holds only tensors, so
-``state_dict()`` round-trips through :func:`embreg.train.checkpoint.save_checkpoint`.
+``state_dict()`` round-trips through :func:`embreg.runs.checkpoint.save_checkpoint`.
 
 Example:
     >>> table = torch.nn.Embedding(5, 2, sparse=True)

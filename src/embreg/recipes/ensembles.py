@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from embreg.models.ensemble import PredictionEnsemble, combine_for_task
-from embreg.train.checkpoint import save_checkpoint
+from embreg.runs.checkpoint import save_checkpoint
 from embreg.train.snapshots import EpochSnapshots, average_states, snapshot_cycle_ends
 from embreg.train.trainer import metric_prefix
 

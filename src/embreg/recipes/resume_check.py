@@ -33,7 +33,7 @@ import yaml
 from embreg.config import to_dict
 from embreg.errors import ConfigError
 from embreg.optim.schedules import fixed_length
-from embreg.train.run_dir import SUMMARY, RunDirectory
+from embreg.runs.run_dir import SUMMARY, RunDirectory
 
 __all__ = [
     "SAFE_TO_CHANGE",

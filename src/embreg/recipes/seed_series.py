@@ -23,8 +23,8 @@ from typing import Any
 from embreg.analysis.stats import summarize_runs
 from embreg.config import to_dict
 from embreg.recipes.resume_check import run_record
+from embreg.runs.run_dir import RunDirectory
 from embreg.train.distributed import current
-from embreg.train.run_dir import RunDirectory
 from embreg.train.trainer import FitResult
 
 __all__ = ["run_seed_series", "summary_report"]

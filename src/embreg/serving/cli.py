@@ -13,7 +13,7 @@ and the unknown word pieces; for a tagging run: the sentences, tokens and tokens
 are read line by line (:mod:`embreg.data.files.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
 ``--out`` or, without it, to stdout (the summary then on stderr). Every command that loads one run takes
 ``--seed S`` (one seed of a multi-seed run), ``--allow-unfinished`` and ``--allow-failed``
-(:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.train.output_paths`):
+(:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.runs.output_paths`):
 a run's files and the input are never written, and an existing file is replaced only with ``--overwrite``.
 ``predict`` exits with status 1 when a prediction is not finite (the table is written, those rows with
 ``status=non-finite``).
@@ -185,9 +185,9 @@ def _write(table: Any, out: str) -> Path:
 
 
 def checked_out(args: argparse.Namespace, inputs: Sequence[str | None] = ()) -> None:
-    """Refuses ``args.out`` before any work (:func:`embreg.train.output_paths.check_output_file`): a run's file
+    """Refuses ``args.out`` before any work (:func:`embreg.runs.output_paths.check_output_file`): a run's file
     (of the served run or any other), one of ``inputs``, a directory, or an existing file without ``--overwrite``."""
-    from embreg.train.output_paths import check_output_file
+    from embreg.runs.output_paths import check_output_file
 
     if args.out is not None:
         check_output_file(args.out, inputs=[i for i in inputs if i is not None], overwrite=args.overwrite)

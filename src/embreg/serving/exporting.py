@@ -44,12 +44,12 @@ EXPORT_RECORD = "embreg_export.json"
 
 def check_export_directory(out: str | Path) -> Path:
     """Refuses an export directory that exists and is not empty, is a file, or lies below a file
-    (:func:`embreg.train.output_paths.check_output_directory`); an export never writes over anything.
+    (:func:`embreg.runs.output_paths.check_output_directory`); an export never writes over anything.
 
     Raises:
         ConfigError: naming the path.
     """
-    from embreg.train.output_paths import check_output_directory
+    from embreg.runs.output_paths import check_output_directory
 
     target = Path(out)
     check_output_directory(target, "export directory")

@@ -5,7 +5,7 @@ data preparation is deterministic (seeded by ``data.split_seed`` and ``train.see
 :func:`embreg.recipes.run.build_run` does it). Loading therefore prepares the recipe's data again, which gives the
 id vocabularies (original user / item / token / class ids <-> indices) and the training history of every user,
 builds the model as the run built it (the regularisers' one-time ``prepare`` included: Mixout, weight drop), and
-loads the weights from the safetensors checkpoint (:func:`embreg.train.checkpoint.load_checkpoint`: nothing is
+loads the weights from the safetensors checkpoint (:func:`embreg.runs.checkpoint.load_checkpoint`: nothing is
 unpickled). The task's record of its data (``split.json`` / ``corpus.json``) is compared with the one the run
 wrote, so data that changed since training (an edited ``data.path`` file) is an error, not silently other ids.
 Classification and regression runs skip the data: their ``serving.json`` records the classes and the tokenizer's
@@ -36,11 +36,11 @@ from typing import Any, cast
 import torch
 
 from embreg.errors import ConfigError, DataError
+from embreg.runs.checkpoint import _json_default, load_checkpoint
+from embreg.runs.run_dir import Checkpoint, RunDirectory
 from embreg.serving.run_checks import check_config_as_trained, check_run_status, checkpoint_epoch, select_run
 from embreg.serving.trained_run import RunData, TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
-from embreg.train.checkpoint import _json_default, load_checkpoint
-from embreg.train.run_dir import Checkpoint, RunDirectory
 
 __all__ = ["load", "CHECKPOINTS"]
 

@@ -11,7 +11,7 @@ best and last:
 
 :class:`EpochSnapshots` is the trainer callback that keeps them: after each epoch it writes the model's weights to
 ``<run_dir>/snapshots/epoch-<e>.safetensors`` (the safetensors checkpoint format of
-:mod:`embreg.train.checkpoint`: nothing is unpickled on loading) and deletes those no longer wanted, so at most K
+:mod:`embreg.runs.checkpoint`: nothing is unpickled on loading) and deletes those no longer wanted, so at most K
 plus the cycle ends are on disk, and a resumed run finds the ones written before it stopped. Without a run
 directory they are kept in memory.
 
@@ -36,7 +36,7 @@ import torch
 
 from embreg.errors import ConfigError, DataError
 from embreg.optim.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = [
     "SNAPSHOT_DIR",

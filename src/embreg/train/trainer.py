@@ -23,6 +23,8 @@ from embreg.optim.optimizers import OptimizerFactory
 from embreg.optim.schedules import SchedulerFactory, check_scheduler_state
 from embreg.progress import progress
 from embreg.regularizers.base import Objective, StepContext, standard_objective
+from embreg.runs.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
+from embreg.runs.state_checks import check_best_state, check_resume_state
 from embreg.sse.base import IndexTransform
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
 from embreg.train.distributed import (
@@ -37,9 +39,7 @@ from embreg.train.distributed import (
 from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
 from embreg.train.resume import check_resumable
-from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import rank_seed, seed_everything
-from embreg.train.state_checks import check_best_state, check_resume_state
 
 __all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
@@ -92,7 +92,7 @@ class Trainer:
     validation split; the best model (by ``monitor``) is kept in ``best.safetensors``, and ``last.safetensors``
     holds everything needed to continue (model with its index-transform generators, optimizer, RNG state,
     counters, history). Both are written atomically, in the safetensors checkpoint format of
-    :mod:`embreg.train.checkpoint`, whose loading never runs code from the file. At the end the best model is
+    :mod:`embreg.runs.checkpoint`, whose loading never runs code from the file. At the end the best model is
     scored on the validation and test splits.
 
     Args:
@@ -291,7 +291,7 @@ class Trainer:
         Raises:
             DataError: with ``resume``, the checkpoint is corrupt, fails its checksum or is not an embreg checkpoint;
                 it lacks an entry of the training state, or a model or optimizer key of it does not fit (missing,
-                unexpected, another shape: :mod:`embreg.train.state_checks`); or the run directory holds only an old
+                unexpected, another shape: :mod:`embreg.runs.state_checks`); or the run directory holds only an old
                 pickle ``last.pt`` (never loaded: unpickling can run code), so the run must start afresh.
             ConfigError: with ``resume``, the checkpoint has trained more epochs than ``epochs`` (nothing is
                 loaded).

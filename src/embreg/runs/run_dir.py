@@ -23,7 +23,7 @@ A single-seed run directory holds:
 
 A multi-seed run directory holds ``seed-<s>/`` run directories plus ``config.yaml``, ``summary.json`` (mean, std,
 median, min, max and values of every metric) and ``report.md``. Every file is written atomically
-(:mod:`embreg.train.checkpoint`); checkpoints are safetensors files whose loading never runs code. One run writes
+(:mod:`embreg.runs.checkpoint`); checkpoints are safetensors files whose loading never runs code. One run writes
 into a directory at a time: :meth:`RunDirectory.lock` refuses a second one with
 :class:`~embreg.errors.RunDirectoryLockedError` instead of letting their files interleave. A directory belongs to
 one run: :meth:`RunDirectory.claim` refuses to start a run where another run's files are, unless the run continues
@@ -53,7 +53,7 @@ import yaml
 
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, RunDirectoryLockedError
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
+from embreg.runs.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
 
 __all__ = [
     "RunDirectory",
@@ -156,7 +156,7 @@ class RunDirectory:
         Raises:
             RunDirectoryLockedError: another run holds the lock (the message names the directory and its pid).
             OutputPathError: the path is a file, or lies below one
-                (:func:`embreg.train.output_paths.check_output_directory`).
+                (:func:`embreg.runs.output_paths.check_output_directory`).
 
         Example:
             >>> import tempfile
@@ -169,7 +169,7 @@ class RunDirectory:
             ...             print("refused:", "another run is writing" in str(error))
             refused: True
         """
-        from embreg.train.output_paths import check_output_directory
+        from embreg.runs.output_paths import check_output_directory
 
         check_output_directory(self.path, "run directory")
         path = self.file(LOCK)

@@ -22,6 +22,7 @@ stderr and in ``report.md`` (:func:`note_dropped`).
 
 Example:
     >>> import tempfile
+    >>> from pathlib import Path
     >>> from embreg.recipes import load_recipe
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = Path(tmp) / "ratings.csv"

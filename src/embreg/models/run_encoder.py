@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,20 +89,24 @@ def _best_file(path: Path) -> Path:
     return best
 
 
-def load_run_encoder(path: Path, *, progress: bool = True) -> tuple[Any, Any]:
+def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, Any]]) -> tuple[Any, Any]:
     """``(encoder, tokenizer)`` of an ``mlm`` run directory (see the module docstring).
+
+    Args:
+        path: the run directory.
+        load_architecture: ``name -> (encoder, tokenizer)`` of the architecture the run continued (its
+            ``model.pretrained``); :func:`embreg.models.pretrained.load_pretrained` passes itself.
 
     Raises:
         DataError: not an ``mlm`` run, no ``best.safetensors``, or its encoder does not fit the architecture
             (the first missing / unexpected key or differing shape is named).
     """
-    from embreg.models.pretrained import load_pretrained
     from embreg.runs.checkpoint import load_checkpoint
     from embreg.runs.state_checks import check_model_state
 
     config = _run_config(path)
     best = _best_file(path)
-    encoder, tokenizer = load_pretrained(config["model"]["pretrained"], progress=progress)
+    encoder, tokenizer = load_architecture(config["model"]["pretrained"])
     state = load_checkpoint(best)
     model_state = state.get("model") if isinstance(state, dict) else None
     if not isinstance(model_state, dict) or not any(str(k).startswith(ENCODER_PREFIX) for k in model_state):

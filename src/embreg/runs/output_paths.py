@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embreg.errors import ConfigError
+from embreg.runs.run_layout import CONFIG, LOCK, RUN_ENTRIES, RUN_RECORD
 
 __all__ = ["OutputPathError", "check_output_file", "check_output_directory", "run_file_owner"]
 
@@ -76,14 +77,12 @@ def run_file_owner(path: str | Path) -> Path | None:
     """The run directory of which ``path`` is a file (or lies below one of its entries); ``None`` otherwise.
 
     A run directory is one holding ``config.yaml`` or ``run.json``; its files are the names a run writes
-    (:data:`embreg.runs.run_dir.RUN_ENTRIES` and ``.lock``), whether they exist yet or not.
+    (:data:`embreg.runs.run_layout.RUN_ENTRIES` and ``.lock``), whether they exist yet or not.
 
     Example:
         >>> run_file_owner("/nowhere/predictions.csv") is None
         True
     """
-    from embreg.runs.run_dir import CONFIG, LOCK, RUN_ENTRIES, RUN_RECORD
-
     resolved = Path(path).resolve()
     for parent in resolved.parents:
         first = resolved.relative_to(parent).parts[0]

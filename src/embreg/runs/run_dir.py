@@ -1,4 +1,4 @@
-"""The run directory: the one module that knows its layout, and the only writer of its files.
+"""The run directory: its layout, and the only writer of its files (their names: :mod:`embreg.runs.run_layout`).
 
 A single-seed run directory holds:
 
@@ -54,6 +54,22 @@ import yaml
 from embreg._locking import hold_lock
 from embreg.errors import ConfigError, DataError, RunDirectoryLockedError
 from embreg.runs.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint, save_checkpoint
+from embreg.runs.output_paths import check_output_directory
+from embreg.runs.run_layout import (
+    BEST_CHECKPOINT,
+    CONFIG,
+    HISTORY,
+    LAST_CHECKPOINT,
+    LEGACY_LAST_CHECKPOINT,
+    LOCK,
+    METRICS,
+    METRICS_CSV,
+    REPORT,
+    RUN_ENTRIES,
+    RUN_RECORD,
+    SUMMARY,
+    TENSORBOARD_DIR,
+)
 
 __all__ = [
     "RunDirectory",
@@ -75,43 +91,6 @@ __all__ = [
     "RUN_STATUSES",
 ]
 
-CONFIG = "config.yaml"
-HISTORY = "history.jsonl"
-METRICS = "metrics.json"
-REPORT = "report.md"
-SUMMARY = "summary.json"
-LAST_CHECKPOINT = "last.safetensors"
-BEST_CHECKPOINT = "best.safetensors"
-LOCK = ".lock"
-METRICS_CSV = "metrics.csv"
-TENSORBOARD_DIR = "tensorboard"
-LEGACY_LAST_CHECKPOINT = "last.pt"
-"""Pickle checkpoints of older versions: recognised so a resume can refuse them clearly, never loaded."""
-RUN_RECORD = "run.json"
-RUN_ENTRIES = frozenset(
-    {
-        CONFIG,
-        HISTORY,
-        METRICS,
-        REPORT,
-        SUMMARY,
-        LAST_CHECKPOINT,
-        BEST_CHECKPOINT,
-        LEGACY_LAST_CHECKPOINT,
-        METRICS_CSV,
-        TENSORBOARD_DIR,
-        RUN_RECORD,
-        "split.json",
-        "corpus.json",
-        "wandb",
-        "wandb.json",
-        "backends.json",
-        "steps.csv",
-        "snapshots",
-        "averaged.safetensors",
-    }
-)
-"""The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""
 RUN_STATUSES = ("training", "finished", "failed")
 """The ``status`` a single-seed run's ``run.json`` holds (:meth:`RunDirectory.write_status`)."""
 _SEED_DIR = re.compile(r"seed-\d+")
@@ -169,8 +148,6 @@ class RunDirectory:
             ...             print("refused:", "another run is writing" in str(error))
             refused: True
         """
-        from embreg.runs.output_paths import check_output_directory
-
         check_output_directory(self.path, "run directory")
         path = self.file(LOCK)
 

@@ -11,6 +11,7 @@ import safetensors.torch
 import torch
 
 from embreg.errors import DataError
+from embreg.runs import checkpoint
 from embreg.runs.checkpoint import (
     atomic_write_bytes,
     atomic_write_json,
@@ -18,7 +19,6 @@ from embreg.runs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from embreg.runs import checkpoint
 
 
 def leftovers(directory: Path) -> list[str]:

@@ -8,7 +8,7 @@ import pytest
 MODULES = [
     "embreg.data.debian",
     "embreg.data.datasets.trans_de_en",
-    "embreg.data.parallel",
+    "embreg.tasks.translation.parallel",
     "embreg.models.nmt_incremental",
     "embreg.models.transformer_nmt",
     "embreg.nn.decoding",

@@ -9,9 +9,9 @@ import pytest
 
 from embreg.data.datasets.review_tags import silver_tags, tokenize
 from embreg.data.files.conll import read_conll
-from embreg.data.tagged_corpus import TaggedCorpus, bio_to_iobes, check_tags, tag_order
 from embreg.errors import DataError
 from embreg.nn.crf import invalid_transition
+from embreg.tasks.tagging.corpus import TaggedCorpus, bio_to_iobes, check_tags, tag_order
 
 CONLL = """-DOCSTART- -X- -X- O
 

@@ -19,9 +19,9 @@ from embreg.data.datasets.trans_de_en import (
     trans_de_en_spec,
 )
 from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
-from embreg.data.parallel import read_pairs, split_by_source, train_bpe
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.errors import DataError
+from embreg.tasks.translation.parallel import read_pairs, split_by_source, train_bpe
 
 DICTIONARY = """# Version :: devel
 # License :: GPL

@@ -82,7 +82,7 @@ def test_decoding_gives_valid_bio_where_the_emissions_alone_would_not(trained) -
 
 
 def test_decoding_gives_valid_iobes_where_the_emissions_alone_would_not(tmp_path: Path) -> None:
-    from embreg.data.tagged_corpus import bio_to_iobes
+    from embreg.tasks.tagging.corpus import bio_to_iobes
 
     paths = write_conll_splits(tmp_path)
     for path in paths.values():  # the same sentences, their BIO tags written in IOBES

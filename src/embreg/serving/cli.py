@@ -153,7 +153,7 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
         "with id2label/label2id); every other model: model.safetensors (its state_dict) and embreg_export.json (task, "
         "recipe, the original id of each index, the model class; a tagger's token vocabulary, tag names and model "
         "arguments; a translator's source_tokenizer.json and target_tokenizer.json, Hugging Face tokenizers files, "
-        "and its decoding settings: special ids, maximum lengths, beam). docs/serving.md shows the lines of Python "
+        "and its decoding settings: special ids, maximum lengths, beam). docs/exports.md shows the lines of Python "
         "that use each.",
     )
     _common(export)

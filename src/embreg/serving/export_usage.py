@@ -1,7 +1,7 @@
 """What using an exported model needs besides its weights, for the exports that are a plain ``state_dict``.
 
 :func:`embreg.serving.exporting.export` adds :func:`usage_record` to ``embreg_export.json`` and the files it names to
-the export directory, so that the model runs without the run directory (docs/serving.md shows the lines):
+the export directory, so that the model runs without the run directory (docs/exports.md shows the lines):
 
 =============  =====================================================================================================
 every task     ``model_class``: the class whose ``state_dict`` ``model.safetensors`` is (``module.Class``)

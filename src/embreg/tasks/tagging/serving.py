@@ -209,7 +209,7 @@ def predict_tags(run: ServedRun, rows: Any, unknown: str, input_format: str | No
         ConfigError: ``unknown='skip'``, or ``input_format`` with sentences passed as a list.
         DataError: unreadable input, or (``unknown='error'``) tokens unseen in training.
     """
-    from embreg.data.tagged_corpus import UNK
+    from embreg.tasks.tagging.corpus import UNK
 
     if unknown == "skip":
         raise ConfigError(

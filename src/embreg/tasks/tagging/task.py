@@ -5,7 +5,7 @@ a seeded sentence split of ``data.path`` by ``data.split``; the tag column ``dat
 :mod:`embreg.data.files.conll`), or, by default, ``reviews-silver``: the clothing reviews' real text with tags made by
 a fixed rule (:mod:`embreg.data.datasets.review_tags`; no human-labelled sequence data is reachable from the package
 registries here). Every split's tags must be in the training tag set and valid under the model's ``tag_scheme``
-(:func:`embreg.data.tagged_corpus.check_tags`), each offence named by file and line. Id kind for index
+(:func:`embreg.tasks.tagging.corpus.check_tags`), each offence named by file and line. Id kind for index
 transforms: ``token``. The validation metric is span F1 (``val_f1``) under ``bio``/``iobes``, token accuracy
 under ``none``.
 
@@ -26,10 +26,10 @@ from embreg.batching.batches import TensorBatches
 from embreg.data.files.conll import TaggedSentence, read_conll
 from embreg.data.files.user_files import resolved_path
 from embreg.data.splits import random_split
-from embreg.data.tagged_corpus import SPLITS, TaggedCorpus, bio_to_iobes, check_tags
 from embreg.errors import ConfigError
 from embreg.tasks import TaskAdapter, check_split, register_task
 from embreg.tasks.data_files import checked_file, file_record, require_split_rows, resolve_data_file
+from embreg.tasks.tagging.corpus import SPLITS, TaggedCorpus, bio_to_iobes, check_tags
 from embreg.tasks.tagging.evaluation import SPAN_METRICS, TAGGING_METRICS, TaggingEvaluator
 
 __all__ = ["TaggingDataConfig", "PreparedTagging", "TaggingTask", "load_tagged_splits"]

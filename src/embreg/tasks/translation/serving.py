@@ -66,8 +66,8 @@ def translate(
     Raises:
         ConfigError: ``beam < 1``, or an ``alpha`` / ``beta`` that is negative or not finite.
     """
-    from embreg.data.parallel import SPECIAL_TOKENS, encode_texts
     from embreg.tasks.translation.evaluation import DecodeSettings, translate_ids
+    from embreg.tasks.translation.parallel import SPECIAL_TOKENS, encode_texts
 
     d = run.recipe.data
     settings = DecodeSettings(

@@ -2,8 +2,8 @@
 
 Data: the registry's German-English pairs (``trans-de-en``, :mod:`embreg.data.datasets.trans_de_en`) or a user's
 tab-separated pairs file (``data.path``; columns ``data.source_col`` / ``data.target_col``, default ``source`` and
-``target``; :func:`embreg.data.parallel.read_pairs`). Pairs are split by *distinct source sentence*
-(:func:`~embreg.data.parallel.split_by_source`), so no test source is seen in training; ``data.max_*_pairs`` then
+``target``; :func:`embreg.tasks.translation.parallel.read_pairs`). Pairs are split by *distinct source sentence*
+(:func:`~embreg.tasks.translation.parallel.split_by_source`), so no test source is seen in training; ``data.max_*_pairs`` then
 keep a seeded random subset of each split (CPU-sized runs). BPE vocabularies (Hugging Face ``tokenizers``) are
 learnt on the training split only: one joint vocabulary (``data.joint_vocab: true``) or one per side.
 
@@ -36,11 +36,11 @@ import torch
 
 from embreg.batching.batches import TensorBatches
 from embreg.batching.token_batches import TokenBudgetBatches
-from embreg.data.parallel import encode_texts, read_pairs, split_by_source, train_bpe
 from embreg.errors import ConfigError
 from embreg.tasks import TaskAdapter, check_split, register_task
 from embreg.tasks.data_files import checked_file, file_record, note_dropped, resolve_data_file
 from embreg.tasks.translation.evaluation import DecodeSettings, TranslationEvaluator
+from embreg.tasks.translation.parallel import encode_texts, read_pairs, split_by_source, train_bpe
 
 __all__ = [
     "TranslationDataConfig",

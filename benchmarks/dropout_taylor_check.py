@@ -30,8 +30,8 @@ from embreg.recipes import recipe_from_mapping
 from embreg.recipes.run import build_run
 from embreg.regularizers.dropout import r_approx
 from embreg.regularizers.dropout.sites import model_sites
+from embreg.runs.checkpoint import load_checkpoint
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.checkpoint import load_checkpoint
 from embreg.train.trainer import BEST_CHECKPOINT
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "dropout-taylor-check"

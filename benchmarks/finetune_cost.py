@@ -31,12 +31,12 @@ from pathlib import Path
 
 import torch
 
-from embreg.data.reviews import load_reviews
+from embreg.analysis.stats import median_interval, target_verdict
+from embreg.data.datasets.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
 from embreg.recipes import list_recipes, load_recipe
 from embreg.regularizers import StepContext
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.stats import median_interval, target_verdict
 
 LABELS = {
     "ft-reviews": "FT",

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from embreg.data.reviews import load_reviews
+from embreg.analysis.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
+from embreg.data.datasets.reviews import load_reviews
 from embreg.models import EncoderClassifier, encode_texts
+from embreg.runs.checkpoint import load_checkpoint
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.checkpoint import load_checkpoint
-from embreg.train.noise_attenuation import noise_attenuation, plot_attenuation, save_attenuation
 from embreg.train.trainer import BEST_CHECKPOINT
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "finetuning-noise-attenuation"

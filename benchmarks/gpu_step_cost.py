@@ -28,7 +28,7 @@ Three readings (``--parts``):
 Timing: the variants of one comparison take turns in rounds, their order shuffled each round (seeded); a
 variant's time in a round is ``--steps`` steps between two ``torch.cuda.synchronize()`` calls; round 0 warms
 up. Ratios are paired per round (the two variants measured close in time), reported as the median with a
-bootstrap 95% interval (:func:`embreg.train.stats.median_interval`) and the verdict against the target.
+bootstrap 95% interval (:func:`embreg.analysis.stats.median_interval`) and the verdict against the target.
 
     python benchmarks/gpu_step_cost.py --random-encoder ~/.cache/embreg/models/all-minilm-l6-v2
 
@@ -57,6 +57,8 @@ from typing import Any
 
 import torch
 
+from embreg.analysis.stats import median_interval, target_verdict
+from embreg.batching.batches import endless_batches
 from embreg.embeddings import MixedDimensionEmbedding, md_embedding
 from embreg.errors import DataError
 from embreg.recipes import load_recipe
@@ -66,8 +68,6 @@ from embreg.registry import REGISTRY
 from embreg.sse._cuda_sampler import cuda_sampler
 from embreg.sse._kernel import backend_name
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.batches import endless_batches
-from embreg.train.stats import median_interval, target_verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from md_speed import optimizers, sample_ids, zipf_counts  # noqa: E402 (a sibling benchmark script)

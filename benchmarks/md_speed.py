@@ -61,10 +61,10 @@ try:
 except ImportError:  # pragma: no cover - Windows
     resource = None
 
+from embreg.analysis.stats import median_interval, target_verdict
 from embreg.embeddings import MixedDimensionEmbedding, md_embedding, memory_report
 from embreg.embeddings._kernel import fused_kernel
 from embreg.embeddings.functional import _MixedDimensionLookup, mixed_dimension_lookup_reference
-from embreg.train.stats import median_interval, target_verdict
 
 # environment variables that change the C allocator's behaviour (and so the page faults per step), kept with the
 # results and written into the command: e.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=N:glibc.malloc.mmap_threshold=N

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import torch
 
+from embreg.optim.optimizers import optimizer_factory
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.optim import optimizer_factory
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "mf-step-cost"
 SSE_SE = ["index_transforms.user={name: sse-se, p: 0.01}", "index_transforms.item={name: sse-se, p: 0.01}"]

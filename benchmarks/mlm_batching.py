@@ -5,7 +5,7 @@ An epoch of the ``mlm`` recipe over the clothing-review pre-training texts (all-
 
 * ``random``: batches of texts drawn at random, each cut to its longest text (``data.group_by_length: false``);
 * ``grouped``: batches of texts of similar length (``data.group_by_length: true``,
-  :mod:`embreg.train.length_grouped_batches`), each cut to its longest text;
+  :mod:`embreg.batching.length_grouped_batches`), each cut to its longest text;
 * ``packed``: texts ([CLS] ... [SEP] each) laid end to end and cut into rows of 128 word pieces, 32 rows a batch
   (Hugging Face's ``run_mlm.py`` grouping: no padding at all, but fewer, fuller steps, texts cut at row ends and
   attending to their neighbours in a row: it changes what is learnt, not only how fast).
@@ -36,15 +36,15 @@ from pathlib import Path
 
 import torch
 
+from embreg.batching.batches import TensorBatches
+from embreg.batching.length_grouped_batches import LengthGroupedBatches
 from embreg.data.mlm_masking import BertMasking
 from embreg.models.encoder_classifier import encode_texts
 from embreg.models.encoder_mlm import MaskedLanguageModel
 from embreg.models.pretrained import load_pretrained
 from embreg.recipes import load_recipe
-from embreg.recipes.tasks.mlm import pretraining_texts
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.batches import TensorBatches
-from embreg.train.length_grouped_batches import LengthGroupedBatches
+from embreg.tasks.mlm.task import pretraining_texts
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "mlm-batching"
 SCHEMES = ("random", "grouped", "packed")

@@ -33,10 +33,10 @@ import torch
 from embreg.models.encoder_classifier import encode_texts
 from embreg.models.pretrained import load_pretrained
 from embreg.recipes import load_recipe
-from embreg.recipes.tasks.text import load_text_task
 from embreg.studies import load_study
 from embreg.studies.hub import write_benchmark_summary
 from embreg.studies.kept import slug
+from embreg.tasks.text.task import load_text_task
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results" / "mlm-encoder-drift"

@@ -30,16 +30,16 @@ from pathlib import Path
 import torch
 import yaml
 
+from embreg.analysis.stats import median_interval, target_verdict
 from embreg.config import to_dict
 from embreg.data.mlm_masking import BertMasking
 from embreg.models.encoder_classifier import encode_texts
 from embreg.models.encoder_mlm import MaskedLanguageModel
 from embreg.models.pretrained import load_pretrained
 from embreg.recipes import load_recipe
-from embreg.recipes.tasks.mlm import MaskedLMDataConfig, pretraining_texts
 from embreg.sse import SSE, LabelSSE
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.stats import median_interval, target_verdict
+from embreg.tasks.mlm.task import MaskedLMDataConfig, pretraining_texts
 
 TARGET = 1.03
 REVIEWS_WITH_TEXT = 22_641

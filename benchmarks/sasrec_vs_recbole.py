@@ -59,7 +59,7 @@ from embreg.config import to_dict
 from embreg.data.cache import embreg_home
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
-from embreg.train.checkpoint import atomic_write_text
+from embreg.runs.checkpoint import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "docs" / "results" / "sasrec-vs-recbole"

@@ -21,9 +21,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stats import welch_t_test
+from embreg.runs.checkpoint import atomic_write_text
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.checkpoint import atomic_write_text
-from embreg.train.stats import welch_t_test
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "docs" / "results" / "sasrec-vs-recbole"

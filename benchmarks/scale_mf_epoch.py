@@ -27,7 +27,7 @@ by self CPU time.
 
 ``--sparse``: every size and batch size is also trained with sparse tables and lazy Adam (``embeddings.sparse=true
 train.optimizer=sparse-adam``: each step's gradient and optimizer update touch only the rows of the batch; see
-:mod:`embreg.train.lazy_adam`), on the same data, with its own floor passes; the page sets the dense and the sparse
+:mod:`embreg.optim.lazy_adam`), on the same data, with its own floor passes; the page sets the dense and the sparse
 epoch / floor ratios side by side (and profiles the sparse variant too). Without it the script measures the dense
 recipe only, as before.
 

@@ -68,8 +68,8 @@ def recommend_ratio(recipe: str, overrides: list[str], root: Path, rounds: int) 
 
 def predict_ratio(kind: str, root: Path, rows: int, rounds: int) -> dict:
     import embreg
-    from embreg.train.ctr_evaluation import CTREvaluator
-    from embreg.train.evaluation import RatingEvaluator
+    from embreg.tasks.ctr.evaluation import CTREvaluator
+    from embreg.tasks.ratings.evaluation import RatingEvaluator
 
     rng = np.random.default_rng(0)
     if kind == "mf":

@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
+from embreg.analysis.stats import median_interval, target_verdict
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run, parameter_counts
 from embreg.studies.hub import write_benchmark_summary
-from embreg.train.stats import median_interval, target_verdict
 
 METHODS: dict[str, tuple[str, list[str], str | None, float | None]] = {
     # name: (recipe, overrides, the plain model it adds to, target ratio to that plain model)

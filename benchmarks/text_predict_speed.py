@@ -68,8 +68,8 @@ import embreg.models.encoder_classifier as ec
 import embreg.models.pretrained as pretrained
 import embreg.recipes.run as recipe_run
 import embreg.serving.predicting as predicting
-from embreg.recipes.tasks.text import TextClassificationTask
-from embreg.train.run_dir import RunDirectory
+from embreg.tasks.text.task import TextClassificationTask
+from embreg.runs.run_dir import RunDirectory
 
 stack = []
 exclusive = {}
@@ -123,7 +123,7 @@ def _median_pair(a: Any, b: Any, rounds: int) -> tuple[float, float]:
 
 def review_texts(count: int) -> list[str]:
     """``count`` clothing reviews (from the end of the table: outside a 64-review training set)."""
-    from embreg.data.reviews import read_reviews
+    from embreg.data.datasets.reviews import read_reviews
 
     texts = [" ".join(str(t).split()) for t in read_reviews()["text"].tolist()]
     texts = [t for t in texts if t]

@@ -79,10 +79,10 @@ class WholePrefix:
 
 
 def decode_ratio(train_steps: int, rounds: int, batch: int, device: str) -> dict:
+    from embreg.batching.batches import endless_batches
     from embreg.nn.decoding import beam_search, greedy_decode
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
-    from embreg.train.batches import endless_batches
 
     recipe = load_recipe("translation", [*SMALL_DATA, "train.progress=false", f"train.device={device}"])
     built = build_run(recipe)

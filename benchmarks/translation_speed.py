@@ -16,7 +16,7 @@ Arms, each a sequence of training steps (forward, loss, backward, clipping, opti
   :class:`embreg.nn.packed_dropout.PackedDropout`, or torch's composite label-smoothed cross-entropy instead of
   :func:`embreg.nn.label_smoothed_loss.label_smoothed_cross_entropy`;
 * ``embreg, shipped batches``: the translator on the recipe's own batches (``data.batch_tokens``: pairs sorted by
-  source and target length under a token budget, :mod:`embreg.train.token_batches`);
+  source and target length under a token budget, :mod:`embreg.batching.token_batches`);
 * ``embreg, random batches``: the translator on batches of 64 pairs drawn at random (``data.batch_tokens=null``).
 
 Every arm trains one epoch over the same ``--pairs`` pairs drawn at random from the training split (the peer in
@@ -202,7 +202,7 @@ def padding_share(batches) -> float:  # noqa: ANN001 - any iterable of batches
 def epoch_batches(tensors: dict[str, torch.Tensor], pairs: torch.Tensor, recipe) -> dict[str, list[dict]]:  # noqa: ANN001
     """Each arm's batches of one epoch over the same ``pairs``: the peer's length grouping (shared with the
     like-for-like arm), the recipe's token-budget batches, and random batches of 64."""
-    from embreg.train.token_batches import TokenBudgetBatches
+    from embreg.batching.token_batches import TokenBudgetBatches
 
     chunk_size = PEER_BATCH * MEGA_BATCH
     peer = [

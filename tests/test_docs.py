@@ -1,4 +1,5 @@
-"""The Python examples of the user guide and the contributor page run as written; the pages name real things."""
+"""The Python examples of the user guide, the Python API page and the contributor page run as written; the pages name
+real things."""
 
 import re
 from fnmatch import fnmatch
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["docs/guide.md", "docs/serving.md", "docs/adding-a-technique.md"]
+PAGES = ["docs/guide.md", "docs/python-api.md", "docs/serving.md", "docs/adding-a-technique.md"]
 
 
 def _python_blocks(page: str) -> list[str]:
@@ -22,7 +23,7 @@ def test_python_examples_run(page):
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, page, "exec"), namespace)
-    if page == "docs/guide.md":  # the Hugging Face Trainer section trained with LNSR's penalty
+    if page == "docs/python-api.md":  # the Hugging Face Trainer section trained with LNSR's penalty
         assert namespace["trainer"].state.global_step == 4 and namespace["trainer"].last_penalty > 0
 
 

@@ -90,13 +90,13 @@ class Newcomer:
         return self.folder / found.group(1)
 
     def uses_export(self, name: str, export_dir: Path, run_dir: Path) -> dict[str, Any]:
-        """Runs docs/serving.md's lines for ``exported/<name>`` in a folder that holds only that export (no run
+        """Runs docs/exports.md's lines for ``exported/<name>`` in a folder that holds only that export (no run
         directory, no data), and checks their result against the run's own (tests/serving/test_export_examples.py)."""
         alone = self.folder / "elsewhere"
         shutil.copytree(export_dir, alone / "exported" / name)
         self.monkeypatch.chdir(alone)
         namespace: dict[str, Any] = {}
-        exec(compile(examples()[name], f"docs/serving.md ({name})", "exec"), namespace)
+        exec(compile(examples()[name], f"docs/exports.md ({name})", "exec"), namespace)
         self.monkeypatch.chdir(self.folder)
         CASES[name][2](embreg.load(run_dir), namespace)
         return namespace
@@ -256,7 +256,7 @@ def test_pretrain_then_fine_tune_then_predict_and_export(stub, newcomer: Newcome
     assert table["id"].tolist() == [7, 9] and table["probability"].between(0, 1).all()
 
     newcomer.types(
-        "docs/serving.md",
+        "docs/exports.md",
         "embreg export RUN --out exported/<name>",
         replace={"RUN": str(run), "<name>": "classifier"},
     )
@@ -319,7 +319,7 @@ def test_translation_then_translate_export_and_use_the_export(newcomer: Newcomer
     assert len(out.splitlines()) == 1
 
     newcomer.types(
-        "docs/serving.md",
+        "docs/exports.md",
         "embreg export RUN --out exported/<name>",
         replace={"RUN": "runs/de-en", "<name>": "translator"},
     )

@@ -29,8 +29,8 @@ from embreg.recipes.accepts import DEFAULT_EMBEDDINGS
 from embreg.recipes.no_ops import NoOpWarning
 from embreg.recipes.recipe import ID_KINDS
 from embreg.recipes.run import build_run, parameter_counts
-from embreg.recipes.tasks import model_id_kinds
 from embreg.registry import MODEL_DECLARATIONS, REGISTRY, Registry
+from embreg.tasks import model_id_kinds
 from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import base_recipe
 

@@ -8,7 +8,7 @@ objective, index transform or model is tested without an edit here:
   task has).
 
 A pairing whose requirements are met is built with :func:`embreg.recipes.run.build_run` from the model's plainest
-shipped recipe, shrunk by its task's ``smoke_overrides`` (one place: :class:`embreg.recipes.tasks.TaskAdapter`),
+shipped recipe, shrunk by its task's ``smoke_overrides`` (one place: :class:`embreg.tasks.TaskAdapter`),
 on a small slice of the real data, and trained for a few steps with the trainer's own step. The loss must be
 finite, every gradient finite and the embedding tables reached, the parameters must move, and a stochastic
 technique must change the trajectory. A pairing whose requirements are not met must be refused when the recipe is
@@ -30,9 +30,9 @@ from embreg.errors import ConfigError
 from embreg.papers import PAPER_KEYS
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
-from embreg.recipes.tasks import model_id_kinds
 from embreg.registry import REGISTRY, SLOTS, missing_capabilities
 from embreg.regularizers.embedding_noise import embedding_modules
+from embreg.tasks import model_id_kinds
 from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import base_recipe
 

@@ -7,16 +7,16 @@ import pytest
 
 MODULES = [
     "embreg.data.debian",
-    "embreg.data.trans_de_en",
-    "embreg.data.parallel",
+    "embreg.data.datasets.trans_de_en",
+    "embreg.tasks.translation.parallel",
     "embreg.models.nmt_incremental",
     "embreg.models.transformer_nmt",
     "embreg.nn.decoding",
     "embreg.nn.decoding_steps",
-    "embreg.recipes.tasks.translation",
-    "embreg.serving.translating",
-    "embreg.train.inverse_sqrt",
-    "embreg.train.translation_eval",
+    "embreg.tasks.translation.task",
+    "embreg.tasks.translation.serving",
+    "embreg.optim.inverse_sqrt",
+    "embreg.tasks.translation.evaluation",
 ]
 
 

@@ -6,7 +6,7 @@ the refusal message) and removes the file on release. Because a waiter may have 
 previous holder removed it, a lock counts only once the locked file is still the one at ``path`` (same inode).
 
 Used by the study runner's log (:func:`embreg.studies.runner.lock_log`), run directories
-(:meth:`embreg.train.run_dir.RunDirectory.lock`) and dataset fetches (:mod:`embreg.data.registry`).
+(:meth:`embreg.runs.run_dir.RunDirectory.lock`) and dataset fetches (:mod:`embreg.data.registry`).
 
 Example:
     >>> import tempfile, pathlib

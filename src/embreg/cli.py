@@ -11,7 +11,7 @@ embreg sweep RECIPE --trials N [--set key=value ...] [--out DIR]
 embreg baseline NAME RECIPE|FILE.yaml [--set data.key=value | baseline.key=value ...] [--out DIR] [--samples N]
 embreg demo [--seeds N] [--out DIR]
 embreg predict | recommend | score | export RUN ...   (using a trained run: embreg.serving.cli)
-embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.serving.translating)
+embreg translate RUN [--input FILE] [--beam N]      (translation runs: embreg.serving.translate_command)
 
 Errors print one line, ``embreg: error: ...``, and exit with status 2. Output cut short by its reader
 (``embreg list --json | head``) ends the command quietly with status 0.
@@ -26,9 +26,10 @@ import secrets
 import select
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from embreg.cli_arguments import int_at_least, positive_int
 from embreg.errors import EmbregError, TrainingError
 
 
@@ -38,30 +39,6 @@ def _default_out(name: str) -> Path:
 
 
 PLURALS = {"analysis": "analyses", "index_transform": "index transforms"}
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: an integer >= ``minimum`` (``--seeds 0`` is an error, not one seed).
-
-    Example:
-        >>> int_at_least(0)("3"), int_at_least(1)("1")
-        (3, 1)
-    """
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
-        return value
-
-    return parse
-
-
-positive_int = int_at_least(1)
-"""argparse type: an integer >= 1."""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -158,7 +135,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from embreg.train.compare import compare_runs, format_markdown
+    from embreg.analysis.compare import compare_runs, format_markdown
 
     metrics = args.metrics.split(",") if args.metrics else None
     dirs = [Path(d) for d in args.dirs]
@@ -167,7 +144,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"embreg: warning: {warning}", file=sys.stderr)
     text = format_markdown(result)
     if args.full or args.boxplot:
-        from embreg.train.stability import box_plot, stability_markdown
+        from embreg.analysis.stability import box_plot, stability_markdown
 
         dirs = [Path(d) for d in args.dirs]
         text += "".join(
@@ -204,7 +181,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from embreg.errors import ConfigError
     from embreg.recipes import load_recipe
     from embreg.recipes.baselines import run_baseline, split_options
-    from embreg.train.output_paths import check_output_directory
+    from embreg.runs.output_paths import check_output_directory
 
     overrides, options = split_options(args.set)
     unused = [o for o in overrides if not o.startswith("data.")]
@@ -356,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study_parser(sub)
     from embreg.serving.cli import add_serving_parsers
-    from embreg.serving.translating import add_translate_parser
+    from embreg.serving.translate_command import add_translate_parser
 
     add_serving_parsers(sub)
     add_translate_parser(sub)

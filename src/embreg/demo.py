@@ -23,8 +23,8 @@ import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 
-from embreg.train.compare import compare_runs
-from embreg.train.stats import summarize
+from embreg.analysis.compare import compare_runs
+from embreg.analysis.stats import summarize
 
 __all__ = ["Comparison", "COMPARISONS", "run_demo", "step_costs"]
 
@@ -108,9 +108,9 @@ def step_costs(
 
     import torch
 
+    from embreg.batching.batches import endless_batches
     from embreg.recipes import load_recipe
     from embreg.recipes.run import build_run
-    from embreg.train.batches import endless_batches
 
     runs = recipes if isinstance(recipes, dict) else {name: (name, []) for name in recipes}
     threads = torch.get_num_threads()
@@ -174,14 +174,14 @@ def _section(comparison: Comparison, out: Path, metrics: dict[str, list[dict]], 
 
 def _claim_demo_dir(out: Path, overwrite: bool) -> None:
     """Refuses an ``out`` that holds an earlier demo's files, or deletes them first with ``overwrite``; refuses an
-    ``out`` that is a file or lies below one (:func:`~embreg.train.output_paths.check_output_directory`).
+    ``out`` that is a file or lies below one (:func:`~embreg.runs.output_paths.check_output_directory`).
 
     Only the demo's own entries (``demo.md`` and one folder per recipe of :data:`COMPARISONS`) count and are deleted.
     """
     import shutil
 
-    from embreg.train.output_paths import check_output_directory
-    from embreg.train.run_dir import RunDirectoryInUseError
+    from embreg.runs.output_paths import check_output_directory
+    from embreg.runs.run_dir import RunDirectoryInUseError
 
     check_output_directory(out, "demo directory")
     recipes = [recipe for c in COMPARISONS for recipe in (c.baseline, *c.techniques)]
@@ -202,8 +202,8 @@ def _claim_demo_dir(out: Path, overwrite: bool) -> None:
 
 def _summary_dir(out: Path, recipe: str, runs: list[dict]) -> Path:
     """Writes the per-seed metrics as ``summary.json`` so :func:`compare_runs` reads them."""
-    from embreg.train.checkpoint import atomic_write_json
-    from embreg.train.stats import summarize_runs
+    from embreg.analysis.stats import summarize_runs
+    from embreg.runs.checkpoint import atomic_write_json
 
     directory = out / recipe
     atomic_write_json(directory / "summary.json", summarize_runs(runs))

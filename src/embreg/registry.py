@@ -87,12 +87,18 @@ BUILTIN_PACKAGES = (
     "embreg.models",
     "embreg.nn",
     "embreg.regularizers",
-    "embreg.recipes.tasks",
+    "embreg.tasks",
     "embreg.studies.analyses",
     "embreg.recipes.baselines",
+    "embreg.serving.teachers",
 )
-"""Packages whose modules register the built-in entries beside their own code; every module in them is imported
-by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
+"""Packages (or single modules) whose modules register the built-in entries beside their own code; every module
+in them is imported by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
+
+BUILTIN_TASKS = ("ctr", "lm", "mlm", "multitask", "next_item", "ratings", "tagging", "text", "translation")
+"""The task folders of :mod:`embreg.tasks`: each ``embreg/tasks/<name>/task.py`` registers its task adapters (a new
+task is one folder and one entry here). Only ``task.py`` is imported; a folder's evaluator, data and serving modules
+load when the task uses them."""
 
 MODEL_DECLARATIONS = ("tasks", "embeddings", "kinds", "provides")
 """The keywords every ``model`` registration must give (see the module docstring)."""
@@ -290,7 +296,13 @@ def load_builtins() -> None:
         return
     _loaded = True
     for package_name in BUILTIN_PACKAGES:
+        if package_name == "embreg.tasks":  # one task.py per task folder
+            for task in BUILTIN_TASKS:
+                importlib.import_module(f"embreg.tasks.{task}.task")
+            continue
         package = importlib.import_module(package_name)
+        if not hasattr(package, "__path__"):  # a single module
+            continue
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
             if not info.name.rsplit(".", 1)[-1].startswith("_"):
                 importlib.import_module(info.name)

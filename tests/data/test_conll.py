@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from embreg.data.conll import read_conll
-from embreg.data.review_tags import silver_tags, tokenize
-from embreg.data.tagged_corpus import TaggedCorpus, bio_to_iobes, check_tags, tag_order
+from embreg.data.datasets.review_tags import silver_tags, tokenize
+from embreg.data.files.conll import read_conll
 from embreg.errors import DataError
 from embreg.nn.crf import invalid_transition
+from embreg.tasks.tagging.corpus import TaggedCorpus, bio_to_iobes, check_tags, tag_order
 
 CONLL = """-DOCSTART- -X- -X- O
 

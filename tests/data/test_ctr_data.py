@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from embreg.data import CTRData, load_ml100k, synthetic_ctr
-from embreg.data.adult import ADULT_CATEGORICAL, ADULT_DENSE, adult_ctr
-from embreg.data.movielens_ctr import ml100k_ctr
+from embreg.data.datasets.adult import ADULT_CATEGORICAL, ADULT_DENSE, adult_ctr
+from embreg.data.datasets.movielens_ctr import ml100k_ctr
 from embreg.errors import DataError
 from tests.helpers.data_helpers import write_tiny_atomic
 

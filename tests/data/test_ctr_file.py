@@ -330,7 +330,7 @@ def test_ctr_recipe_runs_on_a_click_file(tmp_path: Path) -> None:
 
 
 def test_ctr_config_defaults_keep_the_registry_table() -> None:
-    from embreg.recipes.tasks.ctr import CTRDataConfig
+    from embreg.tasks.ctr.task import CTRDataConfig
 
     config = CTRDataConfig()
     assert config.path is None and config.dataset == "adult" and config.label_col == "label"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from embreg.data import fetch, graph_summary, item_graph_from_genres, item_graph_from_kg, load_ml100k, sources
-from embreg.data.grouplens import convert_grouplens_ml100k
+from embreg.data.datasets.grouplens import convert_grouplens_ml100k
 from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.data.sources import UrlArchiveSource
 from embreg.errors import DataError

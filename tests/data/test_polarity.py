@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embreg.data import load_polarity
+from embreg.data.datasets.polarity import parse_fasttext_lines
 from embreg.data.labelled_text import SplitSizeError
-from embreg.data.polarity import parse_fasttext_lines
 from embreg.errors import ConfigError, DataError
 
 
@@ -53,7 +53,7 @@ def test_train_size_draws_a_subset_of_the_training_sentences_and_a_larger_one_is
 
 def test_the_recipe_refuses_a_train_size_polarity_cannot_hold() -> None:
     from embreg.recipes import load_recipe
-    from embreg.recipes.tasks.text import load_text_task
+    from embreg.tasks.text.task import load_text_task
 
     recipe = load_recipe("ft-polarity", ["data.train_size=1000"])
     with pytest.raises(ConfigError, match=r"--set data.train_size=120 or data.train_size=null"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embreg.data.datasets.reviews import load_review_targets, load_reviews
 from embreg.data.labelled_text import SPLITS, MultiTargetTask
-from embreg.data.reviews import load_review_targets, load_reviews
 from embreg.errors import DataError
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from embreg.data import few_sample_split, load_reviews
-from embreg.data.reviews import reviews_frame, reviews_task
+from embreg.data.datasets.reviews import reviews_frame, reviews_task
 from embreg.errors import DataError
 
 

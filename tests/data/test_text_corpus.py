@@ -6,7 +6,7 @@ import torch
 
 from embreg.data import Vocabulary, build_corpus, load_text_files, split_articles, tokenize_text
 from embreg.errors import DataError
-from embreg.train.lm_batches import BPTTBatches, batchify
+from embreg.tasks.lm.batches import BPTTBatches, batchify
 
 
 def test_tokenize_keeps_case_and_splits_punctuation_with_eos_per_line():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embreg.data import list_datasets, read_wiki_dump
-from embreg.data.wikipedia import clean_wiki_markup
+from embreg.data.datasets.wikipedia import clean_wiki_markup
 from embreg.errors import DataError
 
 DUMP = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><siteinfo><namespaces>

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
-from embreg.data.parallel import read_pairs, split_by_source, train_bpe
-from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
-from embreg.data.trans_de_en import (
+from embreg.data.datasets.trans_de_en import (
     TRANS_DE_EN_FILE,
     TRANS_DE_EN_MEMBER,
     convert_trans_de_en,
     dictionary_pairs,
     trans_de_en_spec,
 )
+from embreg.data.debian import DebianPackageSource, ar_members, read_deb_member
+from embreg.data.registry import DatasetFile, DatasetPart, DatasetRegistry, DatasetSpec
 from embreg.errors import DataError
+from embreg.tasks.translation.parallel import read_pairs, split_by_source, train_bpe
 
 DICTIONARY = """# Version :: devel
 # License :: GPL

@@ -11,9 +11,9 @@ import pytest
 
 from embreg.data import load_ctr_file, load_ratings_file, load_text_file, min_split_rows, per_user_split, random_split
 from embreg.data.cache import sha256_file
-from embreg.data.duplicates import resolve_duplicates
-from embreg.data.ratings_file import read_ratings_file
-from embreg.data.user_files import describe_file
+from embreg.data.files.duplicates import resolve_duplicates
+from embreg.data.files.ratings_file import read_ratings_file
+from embreg.data.files.user_files import describe_file
 from embreg.errors import DataError
 
 

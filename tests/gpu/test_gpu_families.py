@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.errors import DataError
 from embreg.models import BiasedMF
+from embreg.optim.optimizers import optimizer_factory
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
 from embreg.registry import REGISTRY
+from embreg.runs.checkpoint import load_checkpoint
+from embreg.runs.run_dir import LAST_CHECKPOINT
 from embreg.sse import SSE
-from embreg.train.batches import TensorBatches
-from embreg.train.checkpoint import load_checkpoint
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
-from embreg.train.run_dir import LAST_CHECKPOINT
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 from tests.helpers.recipes import base_recipe

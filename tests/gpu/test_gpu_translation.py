@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from embreg.batching.token_batches import TokenBudgetBatches
 from embreg.models.transformer_nmt import TransformerTranslator
 from embreg.nn.decoding import beam_search, greedy_decode
 from embreg.nn.label_smoothed_loss import label_smoothed_cross_entropy
 from embreg.nn.packed_dropout import packed_dropout
-from embreg.train.token_batches import TokenBudgetBatches
 
 pytestmark = pytest.mark.gpu
 

@@ -105,10 +105,10 @@ def resume_equals_uninterrupted(root: str, recipe: str, overrides: list[str]) ->
 
 def _error_of_a_tiny_run(model: torch.nn.Module, regularizers: list[Any] = ()) -> str:
     """Trains ``model`` (a BiasedMF over 8 users and 5 items) one epoch; returns the TrainingError it raises."""
+    from embreg.batching.batches import TensorBatches
     from embreg.errors import TrainingError
-    from embreg.train.batches import TensorBatches
-    from embreg.train.evaluation import RatingEvaluator
-    from embreg.train.optim import optimizer_factory
+    from embreg.optim.optimizers import optimizer_factory
+    from embreg.tasks.ratings.evaluation import RatingEvaluator
     from embreg.train.trainer import Trainer
 
     data = {"user": torch.arange(64) % 8, "item": torch.arange(64) % 5, "rating": torch.ones(64)}

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.models import BiasedMF
+from embreg.optim.optimizers import optimizer_factory
 from embreg.regularizers.base import standard_objective
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

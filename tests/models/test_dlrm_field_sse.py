@@ -100,7 +100,7 @@ def test_sse_on_every_field_trains(tmp_path) -> None:
     assert np.isfinite(metrics["test_logloss"])
 
 
-@pytest.mark.parametrize("name", ["embreg.recipes.id_kinds", "embreg.sse.base"])
+@pytest.mark.parametrize("name", ["embreg.id_kinds", "embreg.sse.base"])
 def test_docstring_examples_run(name) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0, result

@@ -14,14 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from embreg.batching.batches import TensorBatches
 from embreg.embeddings import MixedDimensionEmbedding
 from embreg.models import DLRM, NCF
 from embreg.models.hidden_states import hidden_state_key
 from embreg.nn import layer_stack as nn_layer_stack
+from embreg.optim.optimizers import optimizer_factory
 from embreg.regularizers import LNSR, R3F, SMART, LayerNoise, StepContext, layer_stack
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

@@ -7,17 +7,17 @@ import math
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.embeddings import MixedDimensionEmbedding
 from embreg.errors import ConfigError, TrainingError
 from embreg.models.mf import BiasedMF
 from embreg.models.mf_fused_step import _KERNEL, fused_step_refusal
 from embreg.models.user_item import zero_table
+from embreg.optim.lazy_adam import LazyAdam
+from embreg.optim.optimizers import optimizer_factory
 from embreg.regularizers.embedding_noise import EmbeddingNoise
 from embreg.sse import SSE
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.lazy_adam import LazyAdam
-from embreg.train.optim import optimizer_factory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.trainer import Trainer
 from tests.helpers.native_backends import require_kernel
 

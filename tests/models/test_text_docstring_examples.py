@@ -12,8 +12,8 @@ MODULES = [
     "embreg.models.word_piece_swaps",
     "embreg.models.text_cnn",
     "embreg.models.bilstm_attention",
-    "embreg.train.multitask_evaluation",
-    "embreg.recipes.tasks.multitask",
+    "embreg.tasks.multitask.evaluation",
+    "embreg.tasks.multitask.task",
     "embreg.data.labelled_text",
 ]
 

@@ -7,9 +7,9 @@ from torch import nn
 from embreg.data import RatingsData, per_user_split, random_split
 from embreg.recipes import load_recipe
 from embreg.recipes.run import BuiltRun, build_run
-from embreg.recipes.tasks.ratings import PreparedRatings
 from embreg.regularizers.r3f import R3F
 from embreg.sse import SSE
+from embreg.tasks.ratings.task import PreparedRatings
 
 
 def _data(n=400, users=20, items=30, seed=0):

@@ -6,7 +6,7 @@ import pytest
 
 from embreg.cli import main
 from embreg.demo import _claim_demo_dir
-from embreg.train.run_dir import RunDirectoryInUseError
+from embreg.runs.run_dir import RunDirectoryInUseError
 
 
 def test_a_second_demo_into_the_same_folder_is_refused_before_training(tmp_path, capsys):

@@ -9,8 +9,8 @@ from embreg.errors import DataError
 from embreg.models.ensemble import PredictionEnsemble
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
+from embreg.runs.checkpoint import load_checkpoint
 from embreg.serving import load, load_ensemble
-from embreg.train.checkpoint import load_checkpoint
 from embreg.train.snapshots import EpochSnapshots, average_states
 
 QUICK = ["data.max_rows=2000", "train.progress=false", "train.device=cpu", "train.patience=null", "train.lr=0.01"]

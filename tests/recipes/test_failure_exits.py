@@ -123,7 +123,7 @@ def test_nan_at_the_last_step_exits_non_zero(tmp_path, capsys, restore_threads, 
 def test_non_finite_final_metric_exits_non_zero_and_the_run_is_not_finished(
     tmp_path, capsys, restore_threads, monkeypatch
 ):
-    from embreg.train.evaluation import RatingEvaluator
+    from embreg.tasks.ratings.evaluation import RatingEvaluator
 
     evaluate = RatingEvaluator.__call__
 

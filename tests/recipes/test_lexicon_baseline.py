@@ -11,10 +11,10 @@ from embreg.cli import main
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.baselines import run_baseline
-from embreg.recipes.tasks.translation import translation_splits
 from embreg.studies.report import write_report
 from embreg.studies.runner import run_study
 from embreg.studies.spec import StudySpec
+from embreg.tasks.translation.task import translation_splits
 from tests.helpers.translation import quick_overrides, write_pairs
 
 

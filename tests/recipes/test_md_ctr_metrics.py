@@ -7,7 +7,7 @@ import torch
 
 from embreg.errors import EmbregError
 from embreg.models import ModelOutput
-from embreg.train.ctr_evaluation import CTREvaluator, binary_accuracy, binary_log_loss, roc_auc
+from embreg.tasks.ctr.evaluation import CTREvaluator, binary_accuracy, binary_log_loss, roc_auc
 
 
 def _pairwise_auc(scores, labels):

@@ -14,9 +14,9 @@ from embreg.cli import main  # noqa: E402
 from embreg.errors import ConfigError, DataError  # noqa: E402
 from embreg.recipes import list_recipes, load_recipe  # noqa: E402
 from embreg.recipes.run import build_run, run_single  # noqa: E402
-from embreg.recipes.tasks.mlm import MaskedLMDataConfig, pretraining_texts  # noqa: E402
-from embreg.recipes.tasks.text import load_text_task  # noqa: E402
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from embreg.tasks.mlm.task import MaskedLMDataConfig, pretraining_texts  # noqa: E402
+from embreg.tasks.text.task import load_text_task  # noqa: E402
 from tests.helpers.finetune_tiny import tiny_checkpoint  # noqa: E402
 
 SMALL = [
@@ -98,7 +98,7 @@ def test_held_out_masked_accuracy_is_reported_beside_perplexity(mlm_run: Path) -
 
 
 def test_training_batches_are_grouped_by_length_unless_switched_off(tiny_bert: Path) -> None:
-    from embreg.train.length_grouped_batches import LengthGroupedBatches
+    from embreg.batching.length_grouped_batches import LengthGroupedBatches
 
     def longest(group: bool) -> list[int]:
         overrides = [*SMALL, "data.max_length=128", "train.batch_size=8", f"data.group_by_length={group}"]
@@ -236,7 +236,7 @@ def test_the_pretrained_minilm_has_a_far_lower_mlm_loss_than_random_weights(tmp_
 
 
 def test_the_wikipedia_extract_gives_passages_split_by_article() -> None:
-    from embreg.data.mlm_texts import wiki_passages
+    from embreg.data.datasets.mlm_texts import wiki_passages
 
     config = MaskedLMDataConfig(dataset="enwiki-gensim", max_articles=30, valid_size=20, test_size=20, max_length=64)
     splits, record = pretraining_texts(config)

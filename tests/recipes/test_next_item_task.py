@@ -11,7 +11,7 @@ import torch
 from embreg.errors import ConfigError, DataError
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
-from embreg.recipes.tasks.next_item import expand_last, training_examples
+from embreg.tasks.next_item.task import expand_last, training_examples
 
 FAST = ["train.epochs=1", "train.progress=false", "data.max_len=8", "model.dim=8", "data.eval_negatives=5"]
 

@@ -16,7 +16,7 @@ from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.resume_check import check_resume, epochs_change_problem, extends_finished_run, refused_differences
 from embreg.recipes.run import run_seeds, run_single
-from embreg.train.run_dir import RUN_ENTRIES, RUN_RECORD, RunDirectory, RunDirectoryInUseError
+from embreg.runs.run_dir import RUN_ENTRIES, RUN_RECORD, RunDirectory, RunDirectoryInUseError
 from tests.helpers.recipes import set_args
 
 QUICK = ["data.max_rows=2000", "train.epochs=1", "train.progress=false", "train.threads=1"]

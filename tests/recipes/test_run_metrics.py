@@ -6,7 +6,7 @@ import pytest
 
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run, parameter_counts, run_single
-from embreg.recipes.tasks.ratings import popularity_thirds
+from embreg.tasks.ratings.task import popularity_thirds
 
 QUICK = ["data.max_rows=3000", "train.epochs=1", "train.progress=false"]
 

@@ -14,9 +14,9 @@ import yaml
 from embreg.cli import main
 from embreg.errors import ConfigError, DataError
 from embreg.recipes import load_recipe
-from embreg.recipes.tasks.data_files import data_line
-from embreg.recipes.tasks.mlm import pretraining_texts
-from embreg.recipes.tasks.text import load_text_task
+from embreg.tasks.data_files import data_line
+from embreg.tasks.mlm.task import pretraining_texts
+from embreg.tasks.text.task import load_text_task
 from tests.helpers.pretrained_stub import tiny_pretrained
 from tests.helpers.recipes import set_args
 from tests.helpers.small_files import SMALL_FILES, small_file_overrides

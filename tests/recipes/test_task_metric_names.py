@@ -9,7 +9,7 @@ import pytest
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
 from embreg.recipes.shipped import list_recipes
-from embreg.recipes.tasks import RUN_METRICS
+from embreg.tasks import RUN_METRICS
 
 
 def _one_recipe_per_task() -> dict[str, str]:

@@ -14,7 +14,7 @@ from embreg.cli import main
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run, run_single
-from embreg.train.translation_eval import TranslationEvaluator
+from embreg.tasks.translation.evaluation import TranslationEvaluator
 from tests.helpers.recipes import set_args
 from tests.helpers.translation import quick_overrides, write_pairs
 
@@ -120,8 +120,8 @@ def test_settings_the_task_cannot_honour_are_refused(pairs_file: Path) -> None:
 
 
 def test_batch_tokens_sorts_batches_by_length_and_null_draws_them_at_random(pairs_file: Path) -> None:
-    from embreg.train.batches import TensorBatches
-    from embreg.train.token_batches import TokenBudgetBatches
+    from embreg.batching.batches import TensorBatches
+    from embreg.batching.token_batches import TokenBudgetBatches
 
     sorted_run = build_run(load_recipe("translation", quick_overrides(pairs_file) + ["data.batch_tokens=64"]))
     assert isinstance(sorted_run.batches, TokenBudgetBatches)

@@ -15,7 +15,7 @@ from embreg.data.cache import sha256_file
 from embreg.errors import ConfigError, DataError
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
-from embreg.recipes.tasks.text import load_text_task
+from embreg.tasks.text.task import load_text_task
 
 QUICK = ["train.epochs=1", "train.progress=false", "model.dim=8"]
 

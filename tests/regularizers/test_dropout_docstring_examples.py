@@ -21,12 +21,12 @@ MODULES = [
     "embreg.regularizers.dropout.sites",
     "embreg.models.lstm_lm",
     "embreg.models.lstm_sequence",
-    "embreg.train.lm_batches",
-    "embreg.train.lm_eval",
+    "embreg.tasks.lm.batches",
+    "embreg.tasks.lm.evaluation",
     "embreg.data.text_vocab",
     "embreg.data.text_corpus",
     "embreg.data.text_sources",
-    "embreg.recipes.tasks.lm",
+    "embreg.tasks.lm.task",
 ]
 
 

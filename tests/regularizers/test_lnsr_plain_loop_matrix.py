@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
+from embreg.optim.warmup import warmup_adamw_factory
 from embreg.regularizers import L2SP, LNSR, R3F, SMART, LayerNoise, Mixout
-from embreg.train.batches import TensorBatches
-from embreg.train.text_evaluation import TextEvaluator
+from embreg.tasks.text.evaluation import TextEvaluator
 from embreg.train.trainer import Trainer
-from embreg.train.warmup import warmup_adamw_factory
 from tests.helpers.finetune_tiny import tiny_batch, tiny_classifier
 
 REGULARIZERS = {

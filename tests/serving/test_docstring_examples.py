@@ -10,10 +10,10 @@ MODULES = [
     "embreg.serving.vocabularies",
     "embreg.serving.loading",
     "embreg.serving.cli",
-    "embreg.serving.tagging",
+    "embreg.tasks.tagging.serving",
     "embreg.serving.run_checks",
-    "embreg.train.output_paths",
-    "embreg.train.beyond_accuracy",
+    "embreg.runs.output_paths",
+    "embreg.metrics.beyond_accuracy",
 ]
 
 

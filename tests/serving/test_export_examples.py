@@ -1,6 +1,7 @@
-"""docs/serving.md: its opening table names every task, and each ``python export-example`` block uses an export
-without the run directory: the block runs as written (in a folder holding ``exported/<name>``, a fresh export of a
-tiny run) and its result equals the run's own ``predict``, ``recommend``, ``score`` or ``translate``."""
+"""docs/serving.md opens with a table that names every task, and each ``python export-example`` block of
+docs/exports.md uses an export without the run directory: the block runs as written (in a folder holding
+``exported/<name>``, a fresh export of a tiny run) and its result equals the run's own ``predict``, ``recommend``,
+``score`` or ``translate``."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from embreg.serving.exporting import export
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "serving.md"
+EXPORTS_PAGE = ROOT / "docs" / "exports.md"
 Check = Callable[[Any, dict[str, Any]], None]
 
 
 def examples() -> dict[str, str]:
     """``{name: code}`` of the page's ``python export-example`` blocks, named by the ``exported/<name>`` they read."""
     found = {}
-    for block in re.findall(r"```python export-example\n(.*?)```", PAGE.read_text(), flags=re.S):
+    for block in re.findall(r"```python export-example\n(.*?)```", EXPORTS_PAGE.read_text(), flags=re.S):
         names = re.findall(r'Path\("exported/([\w-]+)"\)', block)
         assert len(names) == 1, f"an example reads one export directory: {block[:200]}"
         found[names[0]] = block
@@ -144,7 +146,7 @@ def test_an_export_example_runs_without_the_run_directory(
     assert record["task"] == task and str(run_dir) not in json.dumps(record.get("model_args", {}))
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
-    exec(compile(examples()[name], f"docs/serving.md ({name})", "exec"), namespace)
+    exec(compile(examples()[name], f"docs/exports.md ({name})", "exec"), namespace)
     check(run, namespace)
     print(
         name,

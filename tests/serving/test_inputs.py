@@ -1,4 +1,4 @@
-"""The shared readers of what a user hands a trained run: item lists and text lines (embreg.serving.inputs)."""
+"""The shared readers of what a user hands a trained run: item lists and text lines (embreg.data.files.inputs)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embreg.data.files.inputs import decode_lines, item_list, read_lines, read_stdin_lines, split_lines
 from embreg.errors import ConfigError, DataError
-from embreg.serving.inputs import decode_lines, item_list, read_lines, read_stdin_lines, split_lines
 
 # every character str.splitlines() breaks at besides \n and \r\n, inside a line
 INNER_BREAKS = ["\u2028", "\u2029", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\x0b"]

@@ -1,5 +1,5 @@
 """Every method that takes several items takes a list: a single str is refused with the fix, never taken character
-by character (embreg.serving.inputs.item_list), on a loaded run and on an ensemble's run alike."""
+by character (embreg.data.files.inputs.item_list), on a loaded run and on an ensemble's run alike."""
 
 from __future__ import annotations
 

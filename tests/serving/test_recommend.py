@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from embreg.errors import ConfigError, DataError
+from embreg.metrics.recommendation import topk_excluding
 from embreg.serving import load
 from embreg.serving.recommending import seen_items
-from embreg.train.metrics import topk_excluding
 
 
 def test_ranking_top_k_is_the_full_ranking_with_every_own_item_excluded(trained) -> None:

@@ -16,9 +16,9 @@ from embreg.cli import main
 from embreg.errors import ConfigError, DataError, TrainingError
 from embreg.recipes import list_recipes, load_recipe
 from embreg.recipes.run import run_seeds, run_single
+from embreg.runs.run_dir import RunDirectory
 from embreg.serving import load
 from embreg.serving.run_checks import UnfinishedRunWarning, UnservableRunError
-from embreg.train.run_dir import RunDirectory
 from embreg.train.trainer import Trainer
 
 QUICK = ["data.max_rows=500", "train.progress=false", "train.device=cpu", "train.threads=1"]

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from embreg.cli import main
-from embreg.data.review_tags import tokenize as review_tokenize
+from embreg.data.datasets.review_tags import tokenize as review_tokenize
 from embreg.errors import ConfigError, DataError
 from embreg.nn.crf import invalid_transition
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
 from embreg.serving import load
-from embreg.serving.tagging import _tokenizer, conll_text, detect_format, read_sentences
+from embreg.tasks.tagging.serving import _tokenizer, conll_text, detect_format, read_sentences
 from tests.helpers.tagging_files import write_conll_splits
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -82,7 +82,7 @@ def test_decoding_gives_valid_bio_where_the_emissions_alone_would_not(trained) -
 
 
 def test_decoding_gives_valid_iobes_where_the_emissions_alone_would_not(tmp_path: Path) -> None:
-    from embreg.data.tagged_corpus import bio_to_iobes
+    from embreg.tasks.tagging.corpus import bio_to_iobes
 
     paths = write_conll_splits(tmp_path)
     for path in paths.values():  # the same sentences, their BIO tags written in IOBES

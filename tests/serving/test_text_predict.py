@@ -94,7 +94,7 @@ def test_hugging_face_prints_no_loading_bars(trained, tmp_path: Path, capfd) -> 
 
 
 def test_a_text_run_is_served_without_preparing_its_data(trained, monkeypatch) -> None:
-    from embreg.recipes.tasks.text import TextClassificationTask
+    from embreg.tasks.text.task import TextClassificationTask
 
     calls = []
     prepare = TextClassificationTask.prepare

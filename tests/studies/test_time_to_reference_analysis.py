@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from embreg.analysis.stats import one_sample_t_test, welch_t_test
 from embreg.studies.report import judge, p_value, write_report
 from embreg.studies.runlog import RunRecord
 from embreg.studies.spec import StudySpec
-from embreg.train.stats import one_sample_t_test, welch_t_test
 
 LEXICON = "Lexicon"
 

@@ -11,16 +11,16 @@ import pytest
 import torch
 from torch import nn
 
+from embreg.batching.batches import TensorBatches
 from embreg.errors import ConfigError
 from embreg.models import BiasedMF, ModelOutput
+from embreg.optim.optimizers import optimizer_factory
 from embreg.recipes import load_recipe
 from embreg.recipes.run import build_run
-from embreg.train.batches import TensorBatches
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint
+from embreg.runs.run_dir import LAST_CHECKPOINT, RunDirectory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
-from embreg.train.run_dir import LAST_CHECKPOINT, RunDirectory
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.cli import main
 from embreg.errors import ConfigError
 from embreg.models import BiasedMF
+from embreg.optim.optimizers import optimizer_factory
 from embreg.registry import REGISTRY
-from embreg.train.batches import TensorBatches
+from embreg.tasks.lm.batches import BPTTBatches
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.distributed import DistributedEnv, check_dense_gradients, current, ddp_timeout
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.lm_batches import BPTTBatches
-from embreg.train.optim import optimizer_factory
 from embreg.train.trainer import Trainer
 from tests.helpers import ddp_torchrun, ddp_workers
 from tests.helpers.ddp import run_ranks

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "embreg.train.schedules",
+    "embreg.optim.schedules",
     "embreg.train.snapshots",
     "embreg.models.ensemble",
     "embreg.recipes.ensembles",

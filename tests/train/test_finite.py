@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.errors import TrainingError
 from embreg.regularizers.base import standard_objective
-from embreg.train.batches import TensorBatches
-from embreg.train.checkpoint import load_checkpoint
+from embreg.runs.checkpoint import load_checkpoint
 from embreg.train.finite import check_final_metrics, non_finite_parameters
 from embreg.train.trainer import LAST_CHECKPOINT
 from tests.helpers.trainers import poison_last_step, tiny_mf_trainer
@@ -86,7 +86,7 @@ def test_final_metrics_check():
         check_final_metrics({"val_rmse": 1.0, "test_rmse": math.inf}, "val_rmse", model)
 
 
-@pytest.mark.parametrize("name", ["embreg.train.finite", "embreg.train.state_checks", "embreg.train.checkpoint"])
+@pytest.mark.parametrize("name", ["embreg.train.finite", "embreg.runs.state_checks", "embreg.runs.checkpoint"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib

@@ -9,8 +9,8 @@ import pytest
 from embreg.errors import ConfigError
 from embreg.recipes import load_recipe
 from embreg.recipes.run import run_single
+from embreg.runs.run_dir import RunDirectory
 from embreg.train.loggers import STEPS_CSV, CSVLogger, build_loggers
-from embreg.train.run_dir import RunDirectory
 
 QUICK = ["data.max_rows=2000", "train.epochs=2", "train.progress=false", "train.threads=1", "train.patience=null"]
 

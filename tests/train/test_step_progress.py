@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.models import BiasedMF
+from embreg.optim.optimizers import optimizer_factory
 from embreg.recipes import load_recipe
 from embreg.recipes.shipped import list_recipes
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train import trainer as trainer_module
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
 from embreg.train.trainer import Trainer
 
 

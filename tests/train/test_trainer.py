@@ -4,12 +4,12 @@ import math
 import pytest
 import torch
 
+from embreg.batching.batches import TensorBatches
 from embreg.errors import TrainingError
 from embreg.models import BiasedMF
+from embreg.optim.optimizers import optimizer_factory
 from embreg.sse import SSE
-from embreg.train.batches import TensorBatches
-from embreg.train.evaluation import RatingEvaluator
-from embreg.train.optim import optimizer_factory
+from embreg.tasks.ratings.evaluation import RatingEvaluator
 from embreg.train.seeding import seed_everything
 from embreg.train.trainer import Trainer
 

@@ -19,11 +19,19 @@ Text for language models: ``load_enwiki()`` (the ``enwiki-gensim`` Wikipedia ext
 Your own labelled texts for fine-tuning: ``load_text_file("reviews.csv", text_col="body", label_col="stars")``.
 """
 
-from embreg.data import catalog as _catalog  # noqa: F401  (registers the built-in datasets)
-from embreg.data.adult import load_adult
 from embreg.data.cache import embreg_home
 from embreg.data.ctr import CTRData
-from embreg.data.ctr_file import load_ctr_file
+from embreg.data.datasets import catalog as _catalog  # noqa: F401  (registers the built-in datasets)
+from embreg.data.datasets.adult import load_adult
+from embreg.data.datasets.movielens import MovieLens100k, load_ml100k
+from embreg.data.datasets.movielens_ctr import load_ml100k_ctr
+from embreg.data.datasets.polarity import load_polarity
+from embreg.data.datasets.reviews import load_reviews
+from embreg.data.datasets.synthetic_ctr import synthetic_ctr
+from embreg.data.datasets.wikipedia import load_enwiki, read_wiki_dump
+from embreg.data.files.ctr_file import load_ctr_file
+from embreg.data.files.ratings_file import load_ratings_file
+from embreg.data.files.text_file import load_text_file
 from embreg.data.graphs import (
     DEFAULT_KG_RELATIONS,
     GraphSummary,
@@ -34,11 +42,7 @@ from embreg.data.graphs import (
     user_graph_from_attributes,
 )
 from embreg.data.labelled_text import TextTask, few_sample_split
-from embreg.data.movielens import MovieLens100k, load_ml100k
-from embreg.data.movielens_ctr import load_ml100k_ctr
-from embreg.data.polarity import load_polarity
 from embreg.data.ratings import RatingsData, encode_labels
-from embreg.data.ratings_file import load_ratings_file
 from embreg.data.registry import (
     DEFAULT_REGISTRY,
     DatasetFile,
@@ -51,17 +55,13 @@ from embreg.data.registry import (
     list_datasets,
     register_dataset,
 )
-from embreg.data.reviews import load_reviews
 from embreg.data.samplers import NegativeSampler
 from embreg.data.sequences import SequenceSplit, leave_one_out, left_pad, sampled_negatives
 from embreg.data.sources import PyPIWheelSource, Source, UrlArchiveSource
 from embreg.data.splits import load_split, min_split_rows, per_user_split, random_split, save_split
-from embreg.data.synthetic_ctr import synthetic_ctr
 from embreg.data.text_corpus import TextCorpus, build_corpus, load_text_files, split_articles, tokenize_text
-from embreg.data.text_file import load_text_file
 from embreg.data.text_sources import PinnedWheelSource
 from embreg.data.text_vocab import Vocabulary
-from embreg.data.wikipedia import load_enwiki, read_wiki_dump
 
 __all__ = [
     "TextTask",

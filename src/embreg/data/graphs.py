@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from embreg.errors import DataError
 
 if TYPE_CHECKING:
-    from embreg.data.movielens import MovieLens100k
+    from embreg.data.datasets.movielens import MovieLens100k
 
 DEFAULT_KG_RELATIONS = ("film.film.actor", "film.film.directed_by", "film.film.written_by", "film.film.produced_by")
 """People who made the film. Genre, language, country and rating relations are left

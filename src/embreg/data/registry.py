@@ -308,7 +308,7 @@ def _remove_stale_tmp(root: Path, name: str) -> None:
 
 
 DEFAULT_REGISTRY = DatasetRegistry()
-"""The registry ``fetch`` and ``list_datasets`` use; :mod:`embreg.data.catalog` fills it."""
+"""The registry ``fetch`` and ``list_datasets`` use; :mod:`embreg.data.datasets.catalog` fills it."""
 
 
 def register_dataset(spec: DatasetSpec, *, replace: bool = False) -> None:

@@ -63,7 +63,7 @@ class UniformTablesConfig:
     Attributes:
         sparse: sparse gradients (``embeddings: {name: uniform, sparse: true}``): a step's gradient holds only the
             rows of the batch instead of the whole table, which pays off for large tables and small batches. The
-            optimizer must take them: ``train.optimizer=sparse-adam`` (lazy Adam, :mod:`embreg.train.lazy_adam`),
+            optimizer must take them: ``train.optimizer=sparse-adam`` (lazy Adam, :mod:`embreg.optim.lazy_adam`),
             ``sgd`` or ``adagrad``, without weight decay or gradient clipping (other settings are refused before
             training); DDP refuses sparse gradients.
     """

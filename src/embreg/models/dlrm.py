@@ -27,7 +27,7 @@ from embreg.nn.layer_stack import SequentialSlice, SequentialStack, linear_block
 from embreg.registry import register
 
 FIELD_KIND = "field"
-"""The id kind of the categorical fields (``field:<name>`` for one): :data:`embreg.recipes.id_kinds.FIELD_KIND`,
+"""The id kind of the categorical fields (``field:<name>`` for one): :data:`embreg.id_kinds.FIELD_KIND`,
 spelt here too since models do not import the recipes floor."""
 
 
@@ -314,7 +314,7 @@ class DLRMConfig:
 def build_dlrm(config: DLRMConfig, context: Any) -> DLRM:
     """:class:`DLRM` over one table per field of the task's click table (uniform or one MD block per field), with
     the recipe's per-field index transforms (``index_transforms.field`` or ``field:<name>``, built one per field by
-    :func:`embreg.recipes.id_kinds.build_index_transforms`)."""
+    :func:`embreg.id_kinds.build_index_transforms`)."""
     prepared = context.prepared
     table = prepared.table
     num_single = len(table.cardinalities)

@@ -8,7 +8,7 @@ as ``train.fused_step: true`` trains it:
 
 * user and item tables ``nn.Embedding(sparse=True)`` (``embeddings: {name: uniform, sparse: true}``), the bias
   tables dense, float32, on the CPU, no dropout on the vectors (``model.dropout: 0``);
-* the optimizer ``sparse-adam`` (:class:`~embreg.train.lazy_adam.LazyAdam`: lazy Adam on the tables' rows,
+* the optimizer ``sparse-adam`` (:class:`~embreg.optim.lazy_adam.LazyAdam`: lazy Adam on the tables' rows,
   Adam on the biases) or ``sgd`` without momentum or weight decay, in one parameter group;
 * index transforms (SSE-SE, SSE-Graph) run as in the autograd step, on the ids before the kernel.
 
@@ -37,8 +37,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -46,10 +47,32 @@ from torch import nn
 from embreg._native import NativeKernel
 from embreg.errors import ConfigError
 
-if TYPE_CHECKING:
-    from embreg.models.mf import BiasedMF
+__all__ = ["FusedMFModel", "FusedMFStep", "fused_mf_step", "fused_step_refusal"]
 
-__all__ = ["FusedMFStep", "fused_mf_step", "fused_step_refusal"]
+
+class FusedMFModel(Protocol):
+    """What the fused step reads of a biased MF model (:class:`~embreg.models.BiasedMF` has all of it)."""
+
+    @property
+    def user_embedding(self) -> nn.Module: ...
+    @property
+    def item_embedding(self) -> nn.Module: ...
+    @property
+    def user_bias(self) -> nn.Module: ...
+    @property
+    def item_bias(self) -> nn.Module: ...
+    @property
+    def user_transform(self) -> nn.Module: ...
+    @property
+    def item_transform(self) -> nn.Module: ...
+    @property
+    def vector_dropout(self) -> nn.Dropout: ...
+    @property
+    def l2(self) -> float: ...
+    @property
+    def global_mean(self) -> Any: ...
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
 
 _KERNEL = NativeKernel(
     "embreg_mf_step",
@@ -97,13 +120,13 @@ def _optimizer_refusal(optimizer: torch.optim.Optimizer, params: list[nn.Paramet
     )
 
 
-def _weights(model: BiasedMF) -> list[torch.Tensor]:
+def _weights(model: FusedMFModel) -> list[torch.Tensor]:
     """The weights of MF's four tables (user and item vectors, user and item biases)."""
     tables = (model.user_embedding, model.item_embedding, model.user_bias, model.item_bias)
     return [cast(nn.Embedding, table).weight for table in tables]
 
 
-def fused_step_refusal(model: BiasedMF, optimizer: torch.optim.Optimizer) -> str | None:
+def fused_step_refusal(model: FusedMFModel, optimizer: torch.optim.Optimizer) -> str | None:
     """Why ``model`` and ``optimizer`` cannot take the fused step, or None when they can."""
     if model.vector_dropout.p > 0:
         return f"model.dropout={model.vector_dropout.p}: dropout on the vectors needs the autograd step"
@@ -139,7 +162,7 @@ class FusedMFStep:
         ConfigError: naming what keeps the model or optimizer off the fused step.
     """
 
-    def __init__(self, model: BiasedMF, optimizer: torch.optim.Optimizer, kernel: Any) -> None:
+    def __init__(self, model: FusedMFModel, optimizer: torch.optim.Optimizer, kernel: Any) -> None:
         refusal = fused_step_refusal(model, optimizer)
         if refusal is not None:
             raise ConfigError(f"train.fused_step: {refusal}")
@@ -177,7 +200,7 @@ class FusedMFStep:
         )  # fmt: skip
 
 
-def fused_mf_step(model: BiasedMF, optimizer: torch.optim.Optimizer) -> FusedMFStep | None:
+def fused_mf_step(model: FusedMFModel, optimizer: torch.optim.Optimizer) -> FusedMFStep | None:
     """The fused step of ``model``, or None where the kernel is off or (``EMBREG_MF_KERNEL=auto``) cannot be built:
     the caller then takes the autograd step, which computes the same.
 

@@ -29,17 +29,41 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from embreg.errors import DataError
 
-if TYPE_CHECKING:
-    from embreg.models.transformer_nmt import CrossAttentionDecoderLayer, TransformerTranslator
+__all__ = ["DecoderState", "DecodingModel", "start_decoding", "decode_next", "reorder"]
 
-__all__ = ["DecoderState", "start_decoding", "decode_next", "reorder"]
+
+class DecodingModel(Protocol):
+    """What incremental decoding reads of a :class:`~embreg.models.transformer_nmt.TransformerTranslator`.
+
+    Attributes:
+        training: the module's mode (decoding refuses training mode).
+        d_model: ``D``, the embedding scale is ``sqrt(D)``.
+        positions: ``(P, D)`` sinusoidal positional table.
+        target_embedding: target ids ``(N,)`` -> ``(N, D)``.
+        decoder_layers: post-norm ``nn.TransformerDecoderLayer`` modules, in order.
+        output: ``(N, D)`` -> logits ``(N, V)``.
+    """
+
+    @property
+    def training(self) -> bool: ...
+    @property
+    def d_model(self) -> int: ...
+    @property
+    def positions(self) -> torch.Tensor: ...
+    @property
+    def target_embedding(self) -> nn.Module: ...
+    @property
+    def decoder_layers(self) -> nn.ModuleList: ...
+    @property
+    def output(self) -> nn.Module: ...
 
 
 @dataclass
@@ -84,7 +108,7 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask:
     return (weights @ values).flatten(1), weights
 
 
-def start_decoding(model: TransformerTranslator, memory: torch.Tensor, source_padding: torch.Tensor) -> DecoderState:
+def start_decoding(model: DecodingModel, memory: torch.Tensor, source_padding: torch.Tensor) -> DecoderState:
     """The state of ``B`` rows (one per source) before ``<s>``: every layer's cross-attention keys and values.
 
     Args:
@@ -98,7 +122,7 @@ def start_decoding(model: TransformerTranslator, memory: torch.Tensor, source_pa
         raise ValueError("incremental decoding computes the eval-mode decoder (dropout off): call model.eval() first")
     cross_keys, cross_values = [], []
     for module in model.decoder_layers:
-        attention = cast("CrossAttentionDecoderLayer", module).multihead_attn
+        attention = cast(nn.TransformerDecoderLayer, module).multihead_attn
         dim = attention.embed_dim
         bias = attention.in_proj_bias
         projected = F.linear(memory, attention.in_proj_weight[dim:], None if bias is None else bias[dim:])
@@ -112,7 +136,7 @@ def start_decoding(model: TransformerTranslator, memory: torch.Tensor, source_pa
 
 
 def _layer_next(
-    layer: CrossAttentionDecoderLayer, x: torch.Tensor, state: DecoderState, index: int
+    layer: nn.TransformerDecoderLayer, x: torch.Tensor, state: DecoderState, index: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One post-norm decoder layer on the new position ``x (N, D)`` -> ``(output, cross weights (N, H, 1, S),
     keys, values)`` (the self-attention keys / values with the new position appended)."""
@@ -135,7 +159,7 @@ def _layer_next(
 
 
 def decode_next(
-    model: TransformerTranslator, tokens: torch.Tensor, state: DecoderState
+    model: DecodingModel, tokens: torch.Tensor, state: DecoderState
 ) -> tuple[torch.Tensor, torch.Tensor, DecoderState]:
     """Append ``tokens (N,)`` at position ``state.step`` and predict the next token.
 
@@ -152,7 +176,7 @@ def decode_next(
     keys, values = [], []
     weights = torch.empty(0)
     for index, module in enumerate(model.decoder_layers):
-        x, weights, layer_keys, layer_values = _layer_next(cast("CrossAttentionDecoderLayer", module), x, state, index)
+        x, weights, layer_keys, layer_values = _layer_next(cast(nn.TransformerDecoderLayer, module), x, state, index)
         keys.append(layer_keys)
         values.append(layer_values)
     log_probs = F.log_softmax(model.output(x).float(), dim=-1)

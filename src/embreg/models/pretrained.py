@@ -381,7 +381,7 @@ def load_pretrained(name_or_path: str | Path, *, progress: bool = True) -> tuple
     from embreg.models.run_encoder import is_run_directory, load_run_encoder
 
     if is_run_directory(path):
-        return load_run_encoder(path, progress=progress)
+        return load_run_encoder(path, lambda architecture: load_pretrained(architecture, progress=progress))
     directory = checkpoint_directory(name_or_path, progress)
     require_safetensors(directory)
     transformers = require_transformers()

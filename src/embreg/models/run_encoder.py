@@ -8,7 +8,7 @@ model), and the tokenizer is that architecture's. A continued ``encoder-mlm`` ta
 (:mod:`embreg.models.pretrained_mlm_head`); a fine-tuned classifier leaves it behind. A run of another task, a run
 without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint whose encoder does not fit the
 architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
-are loaded without running code (:mod:`embreg.train.checkpoint`).
+are loaded without running code (:mod:`embreg.runs.checkpoint`).
 
 Example:
     >>> from pathlib import Path
@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def run_architecture(path: Path) -> str:
 
 
 def _best_file(path: Path) -> Path:
-    from embreg.train.run_dir import BEST_CHECKPOINT
+    from embreg.runs.run_dir import BEST_CHECKPOINT
 
     best = path / BEST_CHECKPOINT
     if not best.is_file():
@@ -88,20 +89,24 @@ def _best_file(path: Path) -> Path:
     return best
 
 
-def load_run_encoder(path: Path, *, progress: bool = True) -> tuple[Any, Any]:
+def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, Any]]) -> tuple[Any, Any]:
     """``(encoder, tokenizer)`` of an ``mlm`` run directory (see the module docstring).
+
+    Args:
+        path: the run directory.
+        load_architecture: ``name -> (encoder, tokenizer)`` of the architecture the run continued (its
+            ``model.pretrained``); :func:`embreg.models.pretrained.load_pretrained` passes itself.
 
     Raises:
         DataError: not an ``mlm`` run, no ``best.safetensors``, or its encoder does not fit the architecture
             (the first missing / unexpected key or differing shape is named).
     """
-    from embreg.models.pretrained import load_pretrained
-    from embreg.train.checkpoint import load_checkpoint
-    from embreg.train.state_checks import check_model_state
+    from embreg.runs.checkpoint import load_checkpoint
+    from embreg.runs.state_checks import check_model_state
 
     config = _run_config(path)
     best = _best_file(path)
-    encoder, tokenizer = load_pretrained(config["model"]["pretrained"], progress=progress)
+    encoder, tokenizer = load_architecture(config["model"]["pretrained"])
     state = load_checkpoint(best)
     model_state = state.get("model") if isinstance(state, dict) else None
     if not isinstance(model_state, dict) or not any(str(k).startswith(ENCODER_PREFIX) for k in model_state):
@@ -120,7 +125,7 @@ def run_head_weights(path: Path, prefix: str) -> dict[str, Any]:
     Raises:
         DataError: not an ``mlm`` run, no ``best.safetensors``, or no weights under ``prefix``.
     """
-    from embreg.train.checkpoint import load_checkpoint
+    from embreg.runs.checkpoint import load_checkpoint
 
     _run_config(path)
     best = _best_file(path)
@@ -138,7 +143,7 @@ def run_encoder_source(path: Path) -> str:
         >>> run_encoder_source(Path("runs/mlm"))  # doctest: +SKIP
         "mlm run 'runs/mlm' (best.safetensors of epoch 2, continued from 'all-minilm-l6-v2')"
     """
-    from embreg.train.checkpoint import load_checkpoint
+    from embreg.runs.checkpoint import load_checkpoint
 
     config = _run_config(path)
     best = _best_file(path)

@@ -22,17 +22,38 @@ step); dropout follows the model's mode.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from embreg.nn.layer_stack import LayerStack, check_layer_index
 
-if TYPE_CHECKING:
-    from embreg.models.sasrec import SASRec
+__all__ = ["SASRecLayers", "SASRecStack"]
 
-__all__ = ["SASRecStack"]
+
+class SASRecLayers(Protocol):
+    """What the stack reads of a :class:`~embreg.models.sasrec.SASRec` (which has all of it).
+
+    Attributes:
+        training: the module's mode (the blocks' dropout follows it).
+        blocks: the self-attention blocks, each ``block(hidden, mask, training)`` ``(B, L, D) -> (B, L, D)``.
+        final_norm: the head, ``(B, L, D) -> (B, L, D)``.
+    """
+
+    @property
+    def training(self) -> bool: ...
+    @property
+    def blocks(self) -> nn.ModuleList: ...
+    @property
+    def final_norm(self) -> nn.Module: ...
+    def step_inputs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The input ids ``(B, L)`` the forward pass reads this step (after the item transform)."""
+        ...
+
+    def attention_mask(self, items: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The blocks' attention mask and the ``keep`` factor ``(B, L, 1)`` (0 at ``PAD`` inputs) of ids ``(B, L)``."""
+        ...
 
 
 class SASRecStack(LayerStack):
@@ -47,7 +68,7 @@ class SASRecStack(LayerStack):
 
     divergence = "mse"
 
-    def __init__(self, model: SASRec) -> None:
+    def __init__(self, model: SASRecLayers) -> None:
         self.model = model
         self.num_layers = len(model.blocks)
 

@@ -20,6 +20,8 @@ from torch.nn.modules.dropout import _DropoutNd
 
 from embreg.nn._checks import check_probability
 
+__all__ = ["DropoutBlock", "dropout_blocks", "torch_dropouts", "has_dropout", "dropout_active", "dropout_disabled"]
+
 
 class DropoutBlock(nn.Module):
     """Base of the dropout blocks: a probability ``q`` and an ``enabled`` switch.

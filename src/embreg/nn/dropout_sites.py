@@ -23,6 +23,8 @@ import torch
 
 from embreg.errors import EmbregError
 
+__all__ = ["STRUCTURES", "DropoutSite"]
+
 Structure = Literal["element", "locked", "token"]
 STRUCTURES: tuple[str, ...] = ("element", "locked", "token")
 

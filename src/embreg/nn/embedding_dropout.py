@@ -15,6 +15,8 @@ from embreg.nn._checks import check_probability
 from embreg.nn.dropout_control import DropoutBlock
 from embreg.nn.tied_output import embedding_matrix
 
+__all__ = ["EmbeddingDropout", "embedding_dropout"]
+
 
 def embedding_dropout(
     weight: torch.Tensor,

@@ -12,6 +12,8 @@ import torch
 from embreg.nn._checks import check_probability
 from embreg.nn.dropout_control import DropoutBlock
 
+__all__ = ["LockedDropout", "locked_dropout", "locked_dropout_mask"]
+
 
 def locked_dropout_mask(
     shape: torch.Size | tuple[int, ...],

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["PackedDropout", "packed_dropout", "packed_keep_mask", "LEVELS"]
+__all__ = ["PackedDropout", "packed_dropout", "packed_keep_mask"]
 
 LEVELS = 1 << 16
 """Drop probabilities are multiples of ``1 / LEVELS``."""

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+__all__ = ["TiedOutput", "tied_logits", "embedding_matrix"]
+
 
 def tied_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """Logits ``h @ weight.T + bias`` with the ``(V, D)`` embedding matrix as output weights.

@@ -19,6 +19,8 @@ from embreg.errors import EmbregError
 from embreg.nn._checks import check_probability
 from embreg.nn.dropout_control import DropoutBlock
 
+__all__ = ["WeightDrop", "drop_connect"]
+
 
 def drop_connect(
     weight: torch.Tensor, q: float, *, training: bool = True, generator: torch.Generator | None = None

@@ -3,7 +3,7 @@
 A model states the embedding kinds, id kinds and capabilities it takes when it registers (see
 :mod:`embreg.registry`). :func:`check_model_accepts` holds a recipe to them when it is loaded, before any data is
 read, with a :class:`~embreg.errors.ConfigError` naming the model, the bad value and what the model takes (the id
-kinds and capabilities are checked beside the task's own checks, :meth:`embreg.recipes.tasks.TaskAdapter.check`).
+kinds and capabilities are checked beside the task's own checks, :meth:`embreg.tasks.TaskAdapter.check`).
 Settings that matter only in some combinations are refused in the others (``model.init_std`` with
 ``model.init: xavier_uniform``).
 

@@ -32,11 +32,11 @@ from typing import Any
 import torch
 
 from embreg.models.ensemble import PredictionEnsemble, combine_for_task
-from embreg.train.checkpoint import save_checkpoint
+from embreg.runs.checkpoint import save_checkpoint
 from embreg.train.snapshots import EpochSnapshots, average_states, snapshot_cycle_ends
 from embreg.train.trainer import metric_prefix
 
-__all__ = ["AVERAGED_CHECKPOINT", "snapshot_callbacks", "ensemble_metrics", "ensemble_metric_names"]
+__all__ = ["AVERAGED_CHECKPOINT", "snapshot_callbacks", "ensemble_metrics"]
 
 AVERAGED_CHECKPOINT = "averaged.safetensors"
 """Where a run with ``train.average_checkpoints`` writes the averaged weights (``embreg.load(run, "averaged")``)."""
@@ -49,24 +49,6 @@ def snapshot_callbacks(train: Any, run_dir: str | Path | None) -> list[EpochSnap
     if not keep_last and not ends:
         return []
     return [EpochSnapshots(run_dir, keep_last=keep_last, epochs=ends)]
-
-
-def ensemble_metric_names(train: Any, evaluated: tuple[str, ...]) -> tuple[str, ...]:
-    """The keys :func:`ensemble_metrics` can add for a ``train`` section, given the task's evaluated metrics.
-
-    Example:
-        >>> from embreg.recipes import load_recipe
-        >>> ensemble_metric_names(load_recipe("mf", ["train.average_checkpoints=3"]).train, ("rmse",))
-        ('averaged_epochs', 'averaged_val_rmse', 'averaged_test_rmse')
-    """
-    names: list[str] = []
-    for prefix, counter, wanted in (
-        ("averaged", "averaged_epochs", bool(train.average_checkpoints)),
-        ("snapshots", "snapshots_count", bool(train.snapshot_ensemble)),
-    ):
-        if wanted:
-            names += [counter, *(f"{prefix}_{split}_{name}" for split in ("val", "test") for name in evaluated)]
-    return tuple(names)
 
 
 def _evaluate(model: torch.nn.Module, trainer: Any, evaluator: Any, prefix: str) -> dict[str, float]:

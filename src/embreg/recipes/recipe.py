@@ -39,14 +39,14 @@ from typing import Any, ClassVar, Literal
 
 from embreg.config import from_dict, to_dict
 from embreg.errors import ConfigError
+from embreg.id_kinds import check_id_kinds
+from embreg.optim.schedules import check_schedule_settings
 from embreg.recipes.accepts import check_model_accepts, check_tables_reached
 from embreg.recipes.allocation import refuse_allocation_failure
-from embreg.recipes.id_kinds import check_id_kinds
 from embreg.recipes.no_ops import warn_no_op
 from embreg.registry import REGISTRY, Entry
 from embreg.train.device import check_precision, resolve_device
 from embreg.train.loggers import check_logger_names
-from embreg.train.schedules import check_schedule_settings
 from embreg.train.snapshots import check_ensemble_settings, schedule_settings
 
 __all__ = [
@@ -70,7 +70,7 @@ MAX_LR = 1000.0
 ID_KINDS = ("user", "item", "token", "label", "field", "source", "target")
 """Id kinds an index transform can act on; a task says which of them it has (``ids:<kind>`` capabilities).
 ``field`` (a click table's categorical fields) is also written ``field:<name>`` for one field
-(:mod:`embreg.recipes.id_kinds`)."""
+(:mod:`embreg.id_kinds`)."""
 
 
 class Component:
@@ -197,18 +197,18 @@ class TrainConfig:
         eval_batch_size: examples (streams) per evaluation forward (``null``: the task's choice).
         lr, optimizer, weight_decay: the optimizer (``adam``, ``amsgrad``, ``adamw``, ``sgd``, ``adagrad``,
             ``sparse-adam``); ``lr`` is a finite number in ``(0, 1000]`` (:data:`MAX_LR` says why). Sparse tables
-            (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam, :mod:`embreg.train.lazy_adam`; no weight
+            (``embeddings: {sparse: true}``) need ``sparse-adam`` (lazy Adam, :mod:`embreg.optim.lazy_adam`; no weight
             decay), ``sgd`` or ``adagrad``.
-        schedule: the learning-rate schedule, one of :data:`embreg.train.schedules.SCHEDULES`: ``constant``,
+        schedule: the learning-rate schedule, one of :data:`embreg.optim.schedules.SCHEDULES`: ``constant``,
             ``linear`` (linear warm-up over ``warmup`` of the steps, then linear decay to 0;
             lnsr-noise-stability-bert.txt, Sec. 4.3), or torch's own schedulers ``cosine``, ``cosine-restarts``,
             ``step``, ``exponential``, ``one-cycle``, stepped after every optimizer step, or ``inverse-sqrt`` (the
             Transformer's: linear warm-up over ``warmup`` of the steps to ``lr``, then ``lr * sqrt(W / step)``, with
-            Adam betas 0.9/0.98; :mod:`embreg.train.inverse_sqrt`).
+            Adam betas 0.9/0.98; :mod:`embreg.optim.inverse_sqrt`).
         warmup: fraction of the steps spent warming up (``linear``, ``cosine``, ``one-cycle``, ``inverse-sqrt``: another schedule
             refuses a warm-up).
         min_lr, restart_epochs, restart_mult, step_epochs, gamma: the settings of the schedules that read them
-            (:data:`embreg.train.schedules.SCHEDULE_SETTINGS`; ``null``: not set); one set under a schedule that
+            (:data:`embreg.optim.schedules.SCHEDULE_SETTINGS`; ``null``: not set); one set under a schedule that
             does not read it is refused.
         average_checkpoints: after training, also evaluate the average of the weights of the last K epochs
             (``averaged_val_*``, ``averaged_test_*`` in ``metrics.json``; ``averaged.safetensors``), as
@@ -414,7 +414,7 @@ class Recipe:
 
     @property
     def adapter(self) -> Any:
-        """The task adapter (:class:`embreg.recipes.tasks.TaskAdapter`)."""
+        """The task adapter (:class:`embreg.tasks.TaskAdapter`)."""
         return self.task_entry.extra["adapter"]
 
     @property

@@ -32,8 +32,8 @@ import yaml
 
 from embreg.config import to_dict
 from embreg.errors import ConfigError
-from embreg.train.run_dir import SUMMARY, RunDirectory
-from embreg.train.schedules import fixed_length
+from embreg.optim.schedules import fixed_length
+from embreg.runs.run_dir import SUMMARY, RunDirectory
 
 __all__ = [
     "SAFE_TO_CHANGE",
@@ -146,7 +146,7 @@ def epochs_change_problem(stored: Mapping[str, Any], new: Mapping[str, Any]) -> 
 
     More epochs extend a run. Fewer are refused (the run may have trained past them already), and so is any
     change under a schedule whose learning rate follows the whole run's steps (``linear``, ``cosine``, ``one-cycle``:
-    :func:`embreg.train.schedules.fixed_length`).
+    :func:`embreg.optim.schedules.fixed_length`).
     """
     old_epochs, new_epochs = stored.get("train", {}).get("epochs"), new.get("train", {}).get("epochs")
     if old_epochs == new_epochs:

@@ -8,7 +8,7 @@ the model (given its transforms and its tables), the objective, the regularisers
 :func:`embreg._native.backend_record`), ``report.md`` and ``run.json`` (layout, world size, the config it trains
 with, and its status: ``training``, ``finished``, or ``failed`` when training raised
 :class:`~embreg.errors.TrainingError`). A directory belongs to one run: another run's files there are refused
-unless the run resumes them or overwrites them (:meth:`~embreg.train.run_dir.RunDirectory.claim`), and a resume
+unless the run resumes them or overwrites them (:meth:`~embreg.runs.run_dir.RunDirectory.claim`), and a resume
 must be the same run (:mod:`embreg.recipes.resume_check`). A finished seed is recognised by its ``metrics.json`` and skipped by
 ``resume``, so ``--seeds 10 --resume`` extends an earlier 5-seed run; more ``train.epochs`` extend finished seeds.
 One run writes into a directory at a time (it holds ``.lock`` there; a second one gets
@@ -37,24 +37,24 @@ import torch
 from embreg._native import expected_backends, merged_backend_record
 from embreg.config import to_dict
 from embreg.errors import ConfigError, DataError, EmbregError, TrainingError
+from embreg.id_kinds import build_index_transforms
+from embreg.optim.inverse_sqrt import inverse_sqrt_optimizer
+from embreg.optim.optimizers import check_sparse_gradients, optimizer_factory
+from embreg.optim.schedules import scheduler_factory
+from embreg.optim.warmup import warmup_adamw_factory
 from embreg.recipes.context import BuildContext
 from embreg.recipes.ensembles import ensemble_metrics, snapshot_callbacks
-from embreg.recipes.id_kinds import build_index_transforms
 from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, check_seed_count, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
-from embreg.recipes.tasks.data_files import data_line
+from embreg.runs.run_dir import CONFIG, RUN_RECORD, RunDirectory
+from embreg.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.finite import check_final_metrics
-from embreg.train.inverse_sqrt import inverse_sqrt_optimizer
 from embreg.train.loggers import RunLoggers, build_loggers
-from embreg.train.optim import check_sparse_gradients, optimizer_factory
-from embreg.train.run_dir import CONFIG, RUN_RECORD, RunDirectory
-from embreg.train.schedules import scheduler_factory
 from embreg.train.seeding import seed_everything
 from embreg.train.snapshots import schedule_settings
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
-from embreg.train.warmup import warmup_adamw_factory
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
 

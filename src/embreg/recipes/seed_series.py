@@ -1,7 +1,7 @@
 """Running one recipe over several training seeds: the loop, the summary and its report, shared by every family.
 
 Each seed ``train.seed + i`` trains into ``out_dir/seed-<seed>``; ``summary.json`` (mean, std, median, min, max
-and the raw values of every metric, :func:`embreg.train.stats.summarize_runs`) is rewritten after every seed, so a
+and the raw values of every metric, :func:`embreg.analysis.stats.summarize_runs`) is rewritten after every seed, so a
 partial run has a summary too. ``config.yaml`` and ``run.json`` (layout ``seeds``, world size) are written first,
 ``report.md`` at the end; whether the directory may be written at all is the caller's check
 (:func:`embreg.recipes.run.run_seeds`).
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stats import summarize_runs
 from embreg.config import to_dict
 from embreg.recipes.resume_check import run_record
+from embreg.runs.run_dir import RunDirectory
 from embreg.train.distributed import current
-from embreg.train.run_dir import RunDirectory
-from embreg.train.stats import summarize_runs
 from embreg.train.trainer import FitResult
 
 __all__ = ["run_seed_series", "summary_report"]

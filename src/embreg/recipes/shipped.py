@@ -17,8 +17,8 @@ from pathlib import Path
 from embreg.config import apply_overrides, from_dict, load_yaml
 from embreg.errors import ConfigError
 from embreg.recipes.recipe import Recipe
-from embreg.recipes.tasks.data_files import file_section
 from embreg.registry import REGISTRY
+from embreg.tasks.data_files import file_section
 
 
 def _config_dir() -> Path:
@@ -67,7 +67,7 @@ def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> d
 
     Who set a value decides what a user's file may change: in a shipped recipe, the data keys the overrides do
     not set are the recipe's, written for its own dataset; in a recipe file of the user's own, every key written
-    is the user's (:func:`embreg.recipes.tasks.data_files.file_section`).
+    is the user's (:func:`embreg.tasks.data_files.file_section`).
 
     Example:
         >>> recipe_mapping("ft-reviews", ["data.path=my.csv", "data.valid_size=50"])["data"]["fit_to_file"]
@@ -83,7 +83,7 @@ def recipe_mapping(name_or_path: str | Path, overrides: Sequence[str] = ()) -> d
 
 def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collection[str] = ()) -> dict:
     """``mapping`` with its ``data`` section as a user's file makes it
-    (:func:`~embreg.recipes.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
+    (:func:`~embreg.tasks.data_files.file_section`); unchanged without ``data.path`` or when the task is
     unknown (the recipe reports that)."""
     data = mapping.get("data")
     try:
@@ -96,8 +96,28 @@ def with_file_section(mapping: dict, *, shipped: bool = False, user_keys: Collec
 
 
 def recipe_from_mapping(data: dict) -> Recipe:
-    """A :class:`Recipe` from plain data (a parsed YAML file; every key in it counts as set by the user)."""
-    return from_dict(Recipe, with_file_section(data))
+    """A :class:`Recipe` from plain data (a parsed YAML file; every key in it counts as set by the user); a shipped
+    recipe's description on a user's file names the file (:func:`describe_user_file`)."""
+    recipe = from_dict(Recipe, with_file_section(data))
+    describe_user_file(recipe)
+    return recipe
+
+
+@cache
+def _shipped_descriptions() -> frozenset[str]:
+    return frozenset(list_recipes().values())
+
+
+def describe_user_file(recipe: Recipe) -> None:
+    """Replaces a shipped recipe's description by one naming the user's file when ``data.path`` overrides its
+    dataset (the shipped text names the recipe's own dataset). A description of the user's own is kept."""
+    path = getattr(recipe.data, "path", None)
+    if path is None or recipe.description not in _shipped_descriptions():
+        return
+    model = recipe.model.name if recipe.model is not None else "none"
+    recipe.description = (
+        f"{recipe.name} recipe (model {model}, task {recipe.task}) on the file {Path(path).name} (data.path)"
+    )
 
 
 def technique_count(recipe: Recipe) -> int:

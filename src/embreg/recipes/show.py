@@ -26,8 +26,8 @@ STUBBED = ("index_transforms", "regularizers")
 
 
 def _id_kinds(recipe: Any) -> tuple[str, ...]:
-    from embreg.recipes.tasks import model_id_kinds
     from embreg.registry import REGISTRY
+    from embreg.tasks import model_id_kinds
 
     return model_id_kinds(REGISTRY.get("model", recipe.model.name), recipe.model.config)
 

@@ -26,7 +26,7 @@ from embreg.errors import ConfigError, EmbregError, TrainingError
 from embreg.progress import LineProgress, is_terminal
 from embreg.recipes.recipe import SearchParam
 from embreg.recipes.shipped import recipe_from_mapping, recipe_mapping
-from embreg.train.checkpoint import atomic_write_text
+from embreg.runs.checkpoint import atomic_write_text
 
 
 def _suggest(trial: Any, key: str, param: SearchParam) -> Any:
@@ -77,7 +77,7 @@ def sweep(
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ConfigError("embreg sweep needs Optuna: pip install 'embreg[hpo]'") from error
     from embreg.recipes.run import run_single
-    from embreg.train.output_paths import check_output_directory
+    from embreg.runs.output_paths import check_output_directory
 
     if trials < 1:
         raise ConfigError(f"trials={trials} must be >= 1")

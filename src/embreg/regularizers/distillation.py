@@ -16,7 +16,8 @@ Cost: one forward pass of every teacher per step (no backward; teachers stay fro
 
 Tasks: ``classification`` (class logits ``(B, C)``); other tasks are refused when the recipe is loaded. The
 teachers are run directories of finished runs (a multi-seed directory stands for its seeds) on the very same data
-and tokenisation as the student's recipe (:func:`embreg.serving.ensemble.check_same_data`).
+and tokenisation as the student's recipe (:func:`embreg.serving.ensemble.check_same_data`); loading them is a
+serving matter, so the objective is registered, with its teacher loading, in :mod:`embreg.serving.teachers`.
 
 Example:
     >>> import torch
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,6 @@ from torch import nn
 
 from embreg.errors import ConfigError
 from embreg.models.output import ModelOutput
-from embreg.registry import register
 
 if TYPE_CHECKING:
     from embreg.models.protocols import LossModel
@@ -163,49 +163,3 @@ class DistillationConfig:
             raise ConfigError(f"objective.alpha={self.alpha} must be in [0, 1]")
         if self.checkpoint not in ("best", "last"):
             raise ConfigError(f"objective.checkpoint={self.checkpoint!r} must be 'best' or 'last'")
-
-
-def load_teachers(config: DistillationConfig, context: Any) -> list[nn.Module]:
-    """The teachers' models, loaded from their run directories and checked against the student's task and data.
-
-    Raises:
-        ConfigError: no teachers named, or a teacher of another task or data than the student's recipe.
-        DataError: a teacher directory that is not a finished run (:func:`embreg.serving.load`).
-    """
-    from embreg.serving.ensemble import check_same_data, data_fingerprint, run_directories
-    from embreg.serving.loading import load
-
-    if not config.teachers:
-        raise ConfigError(
-            "objective 'distill' needs its teachers: objective.teachers=[RUN_DIR, ...] (finished runs on this "
-            "recipe's data, e.g. the seeds of an 'embreg run ... --seeds N')"
-        )
-    runs = [load(path, checkpoint=config.checkpoint) for path in run_directories(config.teachers)]
-    check_same_data(runs, "distillation")
-    recipe = context.recipe
-    teacher = runs[0]
-    if teacher.task != recipe.task:
-        raise ConfigError(
-            f"objective.teachers: {str(teacher.path)!r} is a {teacher.task!r} run, the student a {recipe.task!r} one"
-        )
-    if context.prepared is not None and data_fingerprint(teacher.prepared) != data_fingerprint(context.prepared):
-        raise ConfigError(
-            f"objective.teachers: {str(teacher.path)!r} was trained on other data or tokenisation than this recipe's "
-            "(its model would read the student's batches as other inputs); train the teachers on this recipe's data"
-        )
-    return [run.model for run in runs]
-
-
-@register(
-    "objective",
-    "distill",
-    config=DistillationConfig,
-    summary="knowledge distillation: learn from the averaged soft targets of teacher runs at temperature T "
-    "(classification)",
-    reference="nlp-best-practices.txt, 'Ensembling' (Hinton et al. 2015, Sec. 2)",
-    tasks=DISTILL_TASKS,
-    needs_teachers=True,
-)
-def build_distillation(config: DistillationConfig, context: Any) -> Distillation:
-    """:class:`Distillation` with the teachers of ``config.teachers``."""
-    return Distillation(load_teachers(config, context), temperature=config.temperature, alpha=config.alpha)

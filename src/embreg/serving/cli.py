@@ -10,10 +10,10 @@
 Each prints a one-line summary; ``predict`` counts the rows with ids never seen in training and what the
 ``--unknown`` policy did with them (for texts: the texts predicted, empty, cut to ``data.max_length`` word pieces,
 and the unknown word pieces; for a tagging run: the sentences, tokens and tokens unseen in training). Text inputs
-are read line by line (:mod:`embreg.serving.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
+are read line by line (:mod:`embreg.data.files.inputs`). ``predict`` writes CSV, or CoNLL for a tagging run, to
 ``--out`` or, without it, to stdout (the summary then on stderr). Every command that loads one run takes
 ``--seed S`` (one seed of a multi-seed run), ``--allow-unfinished`` and ``--allow-failed``
-(:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.train.output_paths`):
+(:mod:`embreg.serving.run_checks`). Every ``--out`` is checked before any work (:mod:`embreg.runs.output_paths`):
 a run's files and the input are never written, and an existing file is replaced only with ``--overwrite``.
 ``predict`` exits with status 1 when a prediction is not finite (the table is written, those rows with
 ``status=non-finite``).
@@ -81,9 +81,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds ``predict``, ``recommend``, ``score`` and ``export`` to the ``embreg`` sub-commands."""
-    from embreg.cli import positive_int  # the argparse type every embreg command shares
-    from embreg.serving.tagging import INPUT_FORMATS
+    from embreg.cli_arguments import positive_int  # the argparse type every embreg command shares
     from embreg.serving.trained_run import UNKNOWN_POLICIES
+    from embreg.tasks.tagging.serving import INPUT_FORMATS
 
     predict = sub.add_parser(
         "predict",
@@ -153,7 +153,7 @@ def add_serving_parsers(sub: argparse._SubParsersAction) -> None:
         "with id2label/label2id); every other model: model.safetensors (its state_dict) and embreg_export.json (task, "
         "recipe, the original id of each index, the model class; a tagger's token vocabulary, tag names and model "
         "arguments; a translator's source_tokenizer.json and target_tokenizer.json, Hugging Face tokenizers files, "
-        "and its decoding settings: special ids, maximum lengths, beam). docs/serving.md shows the lines of Python "
+        "and its decoding settings: special ids, maximum lengths, beam). docs/exports.md shows the lines of Python "
         "that use each.",
     )
     _common(export)
@@ -185,9 +185,9 @@ def _write(table: Any, out: str) -> Path:
 
 
 def checked_out(args: argparse.Namespace, inputs: Sequence[str | None] = ()) -> None:
-    """Refuses ``args.out`` before any work (:func:`embreg.train.output_paths.check_output_file`): a run's file
+    """Refuses ``args.out`` before any work (:func:`embreg.runs.output_paths.check_output_file`): a run's file
     (of the served run or any other), one of ``inputs``, a directory, or an existing file without ``--overwrite``."""
-    from embreg.train.output_paths import check_output_file
+    from embreg.runs.output_paths import check_output_file
 
     if args.out is not None:
         check_output_file(args.out, inputs=[i for i in inputs if i is not None], overwrite=args.overwrite)
@@ -218,7 +218,7 @@ def load_run(args: argparse.Namespace, device: str | None = None) -> TrainedRun:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from embreg.serving.tagging import TaggedSentences
+    from embreg.tasks.tagging.serving import TaggedSentences
 
     checked_out(args, [args.input])
     run = load_run(args)
@@ -264,7 +264,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from embreg.serving.inputs import read_lines
+    from embreg.data.files.inputs import read_lines
 
     checked_out(args, [args.input])
     lines = read_lines(args.input)

@@ -1,7 +1,7 @@
 """What using an exported model needs besides its weights, for the exports that are a plain ``state_dict``.
 
 :func:`embreg.serving.exporting.export` adds :func:`usage_record` to ``embreg_export.json`` and the files it names to
-the export directory, so that the model runs without the run directory (docs/serving.md shows the lines):
+the export directory, so that the model runs without the run directory (docs/exports.md shows the lines):
 
 =============  =====================================================================================================
 every task     ``model_class``: the class whose ``state_dict`` ``model.safetensors`` is (``module.Class``)
@@ -46,7 +46,7 @@ def usage_record(run: TrainedRun, target: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"model_class": f"{type(model).__module__}.{type(model).__qualname__}"}
     if run.task == "tagging":
         record["model_args"] = dataclasses.asdict(run.recipe.model.config)
-        split = "whitespace" if run.recipe.data.path is not None else "embreg.data.review_tags.tokenize"
+        split = "whitespace" if run.recipe.data.path is not None else "embreg.data.datasets.review_tags.tokenize"
         record["tokens"] = {"split": split, "pad_id": 0, "unknown_id": 1}
     elif run.task == "translation":
         record.update(_translation(run, target))

@@ -12,7 +12,7 @@
   directory with ``AutoModelForSequenceClassification`` would give a new, untrained head: ``embreg_head.json`` says
   so.
 * A masked LM (task ``mlm``) becomes a Hugging Face directory for ``transformers.AutoModelForMaskedLM`` (the same
-  logits) and ``AutoModel`` (the continued-pre-trained encoder): :mod:`embreg.serving.export_mlm`.
+  logits) and ``AutoModel`` (the continued-pre-trained encoder): :mod:`embreg.tasks.mlm.export`.
 * Every other model (recommenders, CTR, language models, the text CNN and BiLSTM, and a multi-task run's model,
   whose several heads no Hugging Face class holds): ``model.safetensors``, the plain ``state_dict`` (tensors
   only, loadable with ``safetensors.torch.load_file``), and ``embreg_export.json``: the task, model, resolved
@@ -44,12 +44,12 @@ EXPORT_RECORD = "embreg_export.json"
 
 def check_export_directory(out: str | Path) -> Path:
     """Refuses an export directory that exists and is not empty, is a file, or lies below a file
-    (:func:`embreg.train.output_paths.check_output_directory`); an export never writes over anything.
+    (:func:`embreg.runs.output_paths.check_output_directory`); an export never writes over anything.
 
     Raises:
         ConfigError: naming the path.
     """
-    from embreg.train.output_paths import check_output_directory
+    from embreg.runs.output_paths import check_output_directory
 
     target = Path(out)
     check_output_directory(target, "export directory")
@@ -73,7 +73,7 @@ def export(run: TrainedRun, out: str | Path) -> Path:
         with quiet_loading():  # no "Writing model shards" bar of transformers' save_pretrained
             _encoder(run, target)  # one head: a Hugging Face sequence classifier (a multi-task run's heads: below)
     elif run.recipe.model.name == "encoder-mlm":
-        from embreg.serving.export_mlm import export_masked_lm
+        from embreg.tasks.mlm.export import export_masked_lm
 
         with quiet_loading():
             export_masked_lm(run, target)

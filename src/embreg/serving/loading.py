@@ -5,12 +5,12 @@ data preparation is deterministic (seeded by ``data.split_seed`` and ``train.see
 :func:`embreg.recipes.run.build_run` does it). Loading therefore prepares the recipe's data again, which gives the
 id vocabularies (original user / item / token / class ids <-> indices) and the training history of every user,
 builds the model as the run built it (the regularisers' one-time ``prepare`` included: Mixout, weight drop), and
-loads the weights from the safetensors checkpoint (:func:`embreg.train.checkpoint.load_checkpoint`: nothing is
+loads the weights from the safetensors checkpoint (:func:`embreg.runs.checkpoint.load_checkpoint`: nothing is
 unpickled). The task's record of its data (``split.json`` / ``corpus.json``) is compared with the one the run
 wrote, so data that changed since training (an edited ``data.path`` file) is an error, not silently other ids.
 Classification and regression runs skip the data: their ``serving.json`` records the classes and the tokenizer's
 fingerprint, all that predictions on new texts need, so the model is rebuilt from it alone
-(:meth:`~embreg.recipes.tasks.TaskAdapter.serving_data`); :attr:`TrainedRun.prepared` and ``evaluator`` prepare
+(:meth:`~embreg.tasks.TaskAdapter.serving_data`); :attr:`TrainedRun.prepared` and ``evaluator`` prepare
 the data (and check it) when first asked for.
 Runs trained under ``torchrun`` write the same files and load the same way.
 
@@ -36,11 +36,11 @@ from typing import Any, cast
 import torch
 
 from embreg.errors import ConfigError, DataError
+from embreg.runs.checkpoint import _json_default, load_checkpoint
+from embreg.runs.run_dir import Checkpoint, RunDirectory
 from embreg.serving.run_checks import check_config_as_trained, check_run_status, checkpoint_epoch, select_run
 from embreg.serving.trained_run import RunData, TrainedRun
 from embreg.serving.vocabularies import task_vocabularies
-from embreg.train.checkpoint import _json_default, load_checkpoint
-from embreg.train.run_dir import Checkpoint, RunDirectory
 
 __all__ = ["load", "CHECKPOINTS"]
 
@@ -173,7 +173,7 @@ def _own_random_stream() -> Iterator[None]:
 def _build(recipe: Any, served: Any = None) -> Any:
     """The run's parts as training built them; given the data for serving (``served``), its model only."""
     from embreg.recipes.run import build_run
-    from embreg.recipes.tasks.data_files import quiet_notices
+    from embreg.tasks.data_files import quiet_notices
 
     with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json
         return build_run(recipe, served, model_only=served is not None)
@@ -181,7 +181,7 @@ def _build(recipe: Any, served: Any = None) -> Any:
 
 def _prepare(files: RunDirectory, recipe: Any) -> tuple[Any, Any]:
     """The task's data, prepared as training prepared it and checked against the run's records, and its evaluator."""
-    from embreg.recipes.tasks.data_files import quiet_notices
+    from embreg.tasks.data_files import quiet_notices
     from embreg.train.seeding import seed_everything
 
     with _own_random_stream(), quiet_notices():  # training's notes on the data are in report.md and split.json

@@ -1,4 +1,4 @@
-"""``predict`` for the rating, CTR, classification and regression tasks (see :meth:`TrainedRun.predict`).
+"""``predict`` for the rating, CTR, classification and regression tasks (see :meth:`~embreg.serving.trained_run.TrainedRun.predict`).
 
 Inputs are read as the training data was read (the same column names, id parsing and separator rules), ids are
 looked up in the run's vocabularies, and each row with an id never seen in training follows the ``unknown`` policy
@@ -6,7 +6,7 @@ looked up in the run's vocabularies, and each row with an id never seen in train
 ratings clamped to the training range, click logits through a sigmoid, class logits through a softmax.
 
 Texts (classification, regression) keep every column of their input table, in order, and get the prediction
-columns after them; a text file is read line by line (:func:`embreg.serving.inputs.read_lines`). Texts are cut to
+columns after them; a text file is read line by line (:func:`embreg.data.files.inputs.read_lines`). Texts are cut to
 ``data.max_length`` word pieces as in training; the cut texts and the unknown word pieces are counted, and a blank
 text keeps its row with ``status=empty`` and no prediction.
 """
@@ -15,17 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
 from embreg.errors import ConfigError, DataError
+from embreg.serving.prediction import Prediction
+from embreg.serving.served_run import ServedRun
 from embreg.serving.vocabulary import UNKNOWN, IdVocabulary
-
-if TYPE_CHECKING:
-    from embreg.serving.trained_run import Prediction, TrainedRun
 
 __all__ = ["predict", "read_columns"]
 
@@ -34,7 +33,7 @@ _TEXT_BATCH = 256  # texts tokenised and run together
 _TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".gz")
 
 
-def predict(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
+def predict(run: ServedRun, rows: Any, unknown: str) -> Prediction:
     if run.task == "rating":
         prediction = _ratings(run, rows, unknown)
     elif run.task == "ctr":
@@ -68,8 +67,8 @@ def read_columns(path: str | Path, columns: Sequence[str], sep: str | None) -> d
     Raises:
         DataError: a missing file or column (naming the columns present), or an unreadable file.
     """
-    from embreg.data.ctr_file import _header, _read
-    from embreg.data.tables import resolve_column
+    from embreg.data.files.ctr_file import _header, _read
+    from embreg.data.files.tables import resolve_column
 
     file = Path(path)
     if not file.is_file():
@@ -101,10 +100,9 @@ def _labels(values: pd.Series) -> np.ndarray:
 
 
 def _finish(
-    run: TrainedRun, frame: pd.DataFrame, known: np.ndarray, values: dict[str, np.ndarray], fallback: dict, unknown: str
+    run: ServedRun, frame: pd.DataFrame, known: np.ndarray, values: dict[str, np.ndarray], fallback: dict, unknown: str
 ) -> Prediction:
     """The prediction table: the unknown-id policy applied to rows where ``known`` is False."""
-    from embreg.serving.trained_run import Prediction
 
     bad = ~known
     if bad.any() and unknown == "error":
@@ -135,7 +133,7 @@ def _finish(
 
 
 @torch.no_grad()
-def _outputs(run: TrainedRun, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+def _outputs(run: ServedRun, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """``model(batch).predictions`` over ``inputs`` in batches, on the model's device, back on the CPU."""
     n = next(iter(inputs.values())).shape[0]
     parts = []
@@ -145,7 +143,7 @@ def _outputs(run: TrainedRun, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
-def _ratings(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
+def _ratings(run: ServedRun, rows: Any, unknown: str) -> Prediction:
     d = run.recipe.data
     frame = _frame(rows, [d.user_col, d.item_col], d.sep)
     users = run.vocabularies["user"].indices(_labels(frame[d.user_col]))
@@ -163,7 +161,7 @@ def _ratings(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
 
 
 @torch.no_grad()
-def _rating_fallback(run: TrainedRun, users: np.ndarray, items: np.ndarray) -> float | np.ndarray:
+def _rating_fallback(run: ServedRun, users: np.ndarray, items: np.ndarray) -> float | np.ndarray:
     """The rating of a row with an unseen id: the mean training rating; for models with bias tables (BiasedMF:
     ``mu + b_u + b_i``) their global mean plus the bias of whichever of the user and the item is known."""
     model: Any = run.model
@@ -182,7 +180,7 @@ def _rating_fallback(run: TrainedRun, users: np.ndarray, items: np.ndarray) -> f
     return values.numpy()
 
 
-def _clicks(run: TrainedRun, rows: Any, unknown: str) -> Prediction:
+def _clicks(run: ServedRun, rows: Any, unknown: str) -> Prediction:
     d = run.recipe.data
     if d.path is None:
         raise ConfigError(
@@ -242,11 +240,10 @@ def _normalised_indices(vocabulary: IdVocabulary, values: pd.Series) -> np.ndarr
     return vocabulary.indices(text)[value_codes]
 
 
-def _texts(run: TrainedRun, rows: Any) -> Prediction:
+def _texts(run: ServedRun, rows: Any) -> Prediction:
     """Predictions for texts: the input table's every column (a text file or a list: ``text``), then the prediction
     columns and ``status`` (``ok``; ``empty`` for a blank or missing text, which gets no prediction)."""
     from embreg.models.pretrained import load_tokenizer
-    from embreg.serving.trained_run import Prediction
 
     d = run.recipe.data
     table, text_col = _text_table(rows, d.text_col, d.sep)
@@ -289,8 +286,8 @@ def _texts(run: TrainedRun, rows: Any) -> Prediction:
 def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
     """The input as a table and the name of its text column: a DataFrame or table file as it is (every column, in
     order; ``text_col``, or the header's ``text_col:<type>``), a text file
-    (:func:`embreg.serving.inputs.read_lines`) or a list as one ``text`` column."""
-    from embreg.serving.inputs import read_lines
+    (:func:`embreg.data.files.inputs.read_lines`) or a list as one ``text`` column."""
+    from embreg.data.files.inputs import read_lines
 
     if isinstance(rows, pd.DataFrame):
         if text_col not in rows.columns:
@@ -312,9 +309,9 @@ def _text_table(rows: Any, text_col: str, sep: str | None) -> tuple[pd.DataFrame
 def _whole_table(path: Path, text_col: str, sep: str | None) -> tuple[pd.DataFrame, str]:
     """Every column of a CSV/TSV/parquet file (text files: as text, e.g. ids keep their leading zeros), read as the
     training reader reads (:func:`read_columns`); ``text_col`` must be one of them."""
-    from embreg.data.ctr_file import _header, _read
-    from embreg.data.tables import resolve_column
-    from embreg.serving.inputs import decode_lines
+    from embreg.data.files.ctr_file import _header, _read
+    from embreg.data.files.inputs import decode_lines
+    from embreg.data.files.tables import resolve_column
 
     if path.suffix.lower() in (".csv", ".tsv"):
         decode_lines(path.read_bytes(), str(path))  # a file that is not UTF-8: the error names its line
@@ -346,7 +343,7 @@ def encode_for_prediction(tokenizer: Any, texts: list[str], data: Any) -> tuple[
     return inputs, cut, unknown
 
 
-def _text_predictions(run: TrainedRun, outputs: torch.Tensor | None) -> dict[str, np.ndarray]:
+def _text_predictions(run: ServedRun, outputs: torch.Tensor | None) -> dict[str, np.ndarray]:
     """The prediction columns of the model's outputs ``(N, C)`` for the non-empty texts (``None``: there are none)."""
     if run.task == "regression":
         return {"value": outputs.reshape(-1).numpy() if outputs is not None else np.zeros(0)}

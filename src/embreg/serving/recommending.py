@@ -1,31 +1,29 @@
-"""``recommend`` for the ranking and next-item tasks (see :meth:`TrainedRun.recommend`).
+"""``recommend`` for the ranking and next-item tasks (see :meth:`~embreg.serving.trained_run.TrainedRun.recommend`).
 
 The same computation as the runs' full-ranking evaluation, batched over users (RecBole's ``full_sort_topk``): the
 model scores every item for a block of users (``score_all`` for ranking models, ``score_next`` on the left-padded
 history for next-item models), the user's own items are excluded (their score set to ``-inf``), and the top ``k``
-are kept with ties broken by the lower item index (:func:`embreg.train.metrics.topk_excluding`). A user with fewer
+are kept with ties broken by the lower item index (:func:`embreg.metrics.recommendation.topk_excluding`). A user with fewer
 than ``k`` items left gets fewer rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.metrics import topk_excluding
-
-if TYPE_CHECKING:
-    from embreg.serving.trained_run import TrainedRun
+from embreg.metrics.recommendation import topk_excluding
+from embreg.serving.served_run import ServedRun
 
 __all__ = ["recommend", "seen_items"]
 
 
-def seen_items(run: TrainedRun) -> list[np.ndarray]:
+def seen_items(run: ServedRun) -> list[np.ndarray]:
     """Per user index, the item indices the user already has in the run's data (ranking: every interaction;
     next-item: the whole time-ordered history, training, validation and test items; empty for dropped users)."""
     if run.task == "ranking":
@@ -42,7 +40,7 @@ def seen_items(run: TrainedRun) -> list[np.ndarray]:
 
 @torch.no_grad()
 def recommend(
-    run: TrainedRun,
+    run: ServedRun,
     users: Sequence[Any] | None,
     k: int,
     include_seen: bool,
@@ -79,7 +77,7 @@ def recommend(
 
 
 def _rank(
-    run: TrainedRun,
+    run: ServedRun,
     users: np.ndarray,
     histories: list[np.ndarray],
     k: int,

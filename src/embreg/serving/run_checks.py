@@ -3,7 +3,7 @@
 * **One seed.** ``embreg run --seeds N`` trains into ``seed-<s>/`` folders; serving uses one of them, picked with
   ``--seed S`` (``seed=S``) or named directly (:func:`select_run`). Without a seed, a multi-seed directory is
   refused with its seeds listed; a seed on a single-seed run, or a seed the run lacks, is refused too.
-* **A finished run.** ``run.json`` holds the run's ``status`` (:data:`embreg.train.run_dir.RUN_STATUSES`):
+* **A finished run.** ``run.json`` holds the run's ``status`` (:data:`embreg.runs.run_dir.RUN_STATUSES`):
   ``training`` until the runner writes the final ``metrics.json``, then ``finished``; ``failed`` when training
   raised (loss or weights not finite, final metrics not finite). A run of an older version without a status is
   finished when its ``metrics.json`` holds the runner's :data:`~embreg.recipes.run.FINISHED_KEY`. An unfinished
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.run_dir import RunDirectory
+from embreg.runs.run_dir import RunDirectory
 
 __all__ = [
     "UnservableRunError",
@@ -104,7 +104,7 @@ def select_run(path: str | Path, seed: int | None) -> Path:
 def run_status(files: RunDirectory) -> tuple[str, str | None]:
     """``(status, error)`` of the run in ``files``: ``finished``, ``training`` (unfinished) or ``failed``."""
     from embreg.recipes.run import FINISHED_KEY
-    from embreg.train.run_dir import RUN_STATUSES
+    from embreg.runs.run_dir import RUN_STATUSES
 
     record = files.read_run_record() or {}
     status = record.get("status")

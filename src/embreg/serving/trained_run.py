@@ -6,7 +6,7 @@ method                                  tasks
 ======================================  =====================================================================
 ``predict(rows, unknown=...)``          rating (rating), ctr (click probability), classification (class and
                                         its probability), regression (value), tagging (a tag per token:
-                                        :class:`~embreg.serving.tagging.TaggedSentences`)
+                                        :class:`~embreg.tasks.tagging.serving.TaggedSentences`)
 ``recommend(users, k, ...)``            ranking, next-item (top-k unseen items per user, original ids)
 ``score(texts)``                        lm (per-line and total perplexity)
 ``translate(lines, beam=, alpha=, ...)``  translation (decoded sentences)
@@ -14,14 +14,14 @@ method                                  tasks
 
 Every argument that takes several items (``translate(lines)``, ``score(texts)``, ``predict`` on a list of texts,
 ``recommend(users, history=)``) takes a list, even of one item; a single ``str`` there is refused with the fix
-(:func:`embreg.serving.inputs.item_list`), never taken character by character. ``predict`` takes a ``str`` or a
+(:func:`embreg.data.files.inputs.item_list`), never taken character by character. ``predict`` takes a ``str`` or a
 path as the name of an input file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,59 +29,13 @@ import pandas as pd
 import torch
 
 from embreg.errors import ConfigError
+from embreg.serving.prediction import UNKNOWN_POLICIES, Prediction
 from embreg.serving.vocabulary import IdVocabulary
 
 if TYPE_CHECKING:
-    from embreg.serving.translating import Translations
+    from embreg.tasks.translation.serving import Translations
 
 __all__ = ["TrainedRun", "RunData", "Prediction", "UNKNOWN_POLICIES"]
-
-UNKNOWN_POLICIES = ("mean", "error", "skip")
-"""What ``predict`` does with a row holding an id never seen in training: ``mean`` predicts the training mean
-(ratings: the mean training rating, or for models with bias tables, BiasedMF, their global mean plus the bias of the
-user or item that is known; clicks: the training click rate) and marks the row ``status=mean``; ``error``
-refuses the input naming the ids; ``skip`` leaves the row out. Each is counted in :attr:`Prediction.summary`."""
-
-
-@dataclass
-class Prediction:
-    """Predictions for input rows, on the input's original ids.
-
-    Attributes:
-        table: one row per input row kept: the input's id columns, the prediction columns (``rating`` |
-            ``click_probability``) and ``status`` (``ok``; ``mean`` where the unknown-id policy gave the training
-            mean; ``non-finite`` where the model's output is NaN or infinite, as a failed run's weights give). For
-            texts: every column of the input (a text file or a list: ``text``), the prediction columns (``label``
-            and ``probability``, one pair per target of a multi-task run, or ``value``; named ``predicted_<name>``
-            where the input has a column of that name) and ``status`` (``ok``, ``non-finite``, or ``empty`` for a
-            blank text, which gets no prediction).
-        summary: ``rows``, ``predicted``, ``unknown`` (rows with an unseen id), ``fallback``, ``skipped`` and
-            ``non_finite``; for texts ``rows``, ``predicted``, ``empty``, ``cut`` (texts cut to ``data.max_length``
-            word pieces), ``unknown_pieces`` (``[UNK]`` word pieces read), ``max_length`` and ``non_finite``.
-        kind: ``"rows"``, ``"texts"`` for classification and regression, ``"sentences"`` for tagging.
-    """
-
-    table: pd.DataFrame
-    summary: dict[str, int]
-    kind: str = field(default="rows", kw_only=True)
-
-    def summary_line(self) -> str:
-        """One line for the command line, e.g. ``"5 rows: 4 predicted, 1 with ids unseen in training (1 given the
-        training mean, 0 skipped)"`` or ``"4 texts: 4 predicted, 0 empty; 1 cut to data.max_length=64 word pieces,
-        0 unknown word pieces ([UNK])"``."""
-        s = self.summary
-        bad = s.get("non_finite", 0)
-        not_finite = f"; {bad} predictions are not finite (status non-finite)" if bad else ""
-        if self.kind == "texts":
-            return (
-                f"{s['rows']} texts: {s['predicted']} predicted, {s['empty']} empty; {s['cut']} cut to "
-                f"data.max_length={s['max_length']} word pieces, {s['unknown_pieces']} unknown word pieces ([UNK])"
-                + not_finite
-            )
-        return (
-            f"{s['rows']} rows: {s['predicted']} predicted, {s['unknown']} with ids unseen in training "
-            f"({s['fallback']} given the training mean, {s['skipped']} skipped)" + not_finite
-        )
 
 
 class RunData:
@@ -90,7 +44,7 @@ class RunData:
     Args:
         prepared, evaluator: the task's data and evaluator, when already built.
         prepare: ``() -> (prepared, evaluator)``, called once when either is first asked for (a text run serves new
-            texts without its training data: :meth:`embreg.recipes.tasks.TaskAdapter.serving_data`).
+            texts without its training data: :meth:`embreg.tasks.TaskAdapter.serving_data`).
     """
 
     def __init__(
@@ -170,26 +124,26 @@ class TrainedRun:
                 categorical and dense columns of the training file; texts: a table with the ``data.text_col``
                 column, every column of it kept in the output, or a text file of one text per line), or a list
                 of texts (a single ``str`` is a path, not a text); tagging: a list of sentences (or of token lists)
-                or a file (:mod:`embreg.serving.tagging`), e.g. ``run.predict(["Peter moved to Rome ."]).tags``,
+                or a file (:mod:`embreg.tasks.tagging.serving`), e.g. ``run.predict(["Peter moved to Rome ."]).tags``,
                 one list of tags per sentence such as ``[["B-PER", "O", "O", "B-LOC", "O"]]``.
             unknown: one of :data:`UNKNOWN_POLICIES` (tagging: ``mean`` reads an unseen token as ``<unk>``,
                 ``error`` refuses it).
             input_format: tagging only: how to read a file, ``auto``, ``lines`` or ``conll``
-                (:data:`embreg.serving.tagging.INPUT_FORMATS`; ``None``: ``auto``).
+                (:data:`embreg.tasks.tagging.serving.INPUT_FORMATS`; ``None``: ``auto``).
 
         Raises:
             ConfigError: the run's task has no ``predict``, ``unknown`` is not a policy, or ``input_format`` is
                 given to a task other than tagging.
             DataError: an unreadable input, a missing column, or (``unknown='error'``) ids unseen in training.
         """
+        from embreg.data.files.inputs import item_list
         from embreg.serving import predicting
-        from embreg.serving.inputs import item_list
 
         self._require(("rating", "ctr", "classification", "regression", "tagging"), "predict")
         if unknown not in UNKNOWN_POLICIES:
             raise ConfigError(f"unknown={unknown!r} must be one of {', '.join(UNKNOWN_POLICIES)}")
         if self.task == "tagging":
-            from embreg.serving.tagging import predict_tags
+            from embreg.tasks.tagging.serving import predict_tags
 
             return predict_tags(self, rows, unknown, input_format)
         if input_format is not None:
@@ -224,8 +178,8 @@ class TrainedRun:
                 given as a single value instead of a list.
             DataError: a user (or history item) never seen in training.
         """
+        from embreg.data.files.inputs import item_list
         from embreg.serving import recommending
-        from embreg.serving.inputs import item_list
 
         self._require(("ranking", "next-item"), "recommend")
         if users is not None:
@@ -241,23 +195,23 @@ class TrainedRun:
         Raises:
             ConfigError: not an ``lm`` run, or ``texts`` is a single ``str``.
         """
-        from embreg.serving import scoring
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
+        from embreg.tasks.lm.serving import score
 
         self._require(("lm",), "score")
-        return scoring.score(self, item_list(texts, argument="texts", call="score"))
+        return score(self, item_list(texts, argument="texts", call="score"))
 
     def translate(self, lines: Sequence[str], **decoding: Any) -> Translations:
         """Translations of source ``lines`` (a list; ``beam``, ``alpha``, ``beta``:
-        :func:`embreg.serving.translating.translate`): a list of ``str`` that also counts the lines cut to
+        :func:`embreg.tasks.translation.serving.translate`): a list of ``str`` that also counts the lines cut to
         ``data.max_tokens`` source pieces and the unknown source pieces
-        (:class:`~embreg.serving.translating.Translations`).
+        (:class:`~embreg.tasks.translation.serving.Translations`).
 
         Raises:
             ConfigError: not a ``translation`` run, or ``lines`` is a single ``str``.
         """
-        from embreg.serving import translating
-        from embreg.serving.inputs import item_list
+        from embreg.data.files.inputs import item_list
+        from embreg.tasks.translation.serving import translate
 
         self._require(("translation",), "translate")
-        return translating.translate(self, item_list(lines, argument="lines", call="translate"), **decoding)
+        return translate(self, item_list(lines, argument="lines", call="translate"), **decoding)

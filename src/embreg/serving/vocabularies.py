@@ -64,8 +64,8 @@ def _click_fields(data: Any) -> dict[str, IdVocabulary]:
     from pathlib import Path
 
     from embreg.data.ctr import encode_field
-    from embreg.data.ctr_file import _categories, _header, _read
-    from embreg.data.tables import resolve_column
+    from embreg.data.files.ctr_file import _categories, _header, _read
+    from embreg.data.files.tables import resolve_column
 
     file = Path(data.path)
     header, sep = _header(file, data.sep)
@@ -84,7 +84,7 @@ def _interactions(recipe: Any, prepared: Any) -> Any:
     again: its labels are what the split's indices number)."""
     if prepared.movielens is not None and recipe.data.path is None:
         return prepared.movielens.ratings
-    from embreg.recipes.tasks.ratings import load_interactions
+    from embreg.tasks.ratings.task import load_interactions
 
     ratings, _, _ = load_interactions(recipe.data, rating_col=None, holds="timed interactions", per_timestamp=True)
     return ratings

@@ -1,7 +1,7 @@
 """Checks of a study's metric names against what its variants' tasks report, made before any run trains.
 
 Every name a study reads from its runs must be one the variant's task reports (``adapter.metric_names(recipe)``,
-:mod:`embreg.recipes.tasks`): each of ``metrics`` for every variant, a claim's ``metric`` for its variant and its
+:mod:`embreg.tasks`): each of ``metrics`` for every variant, a claim's ``metric`` for its variant and its
 baseline, and ``tune.metric`` for every tuned variant. A misspelt name would otherwise train every run and leave the
 page's cell empty or the claim "not run"; here it is a :class:`~embreg.errors.ConfigError` naming the closest valid
 name.

@@ -98,7 +98,7 @@ def cmd_study_hub(args: argparse.Namespace) -> int:
 
 def add_study_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``embreg study run|report|hub`` to the ``embreg`` parser's subcommands; returns the ``study`` parser."""
-    from embreg.cli import positive_int  # the argparse type every embreg command shares
+    from embreg.cli_arguments import positive_int  # the argparse type every embreg command shares
 
     study = subparsers.add_parser(
         "study", help="run a study file (recipes x overrides x seeds, tuned, resumable) and write its results page"

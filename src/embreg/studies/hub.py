@@ -32,7 +32,7 @@ from typing import Any
 
 from embreg.errors import DataError
 from embreg.papers import PAPER_KEYS, PAPERS
-from embreg.train.checkpoint import atomic_write_text
+from embreg.runs.checkpoint import atomic_write_text
 
 __all__ = [
     "write_hub",

@@ -105,7 +105,7 @@ def check_kept_run(recipe: Any, run_dir: str | Path) -> None:
         ConfigError: naming the directory and each differing key with both values.
     """
     from embreg.recipes.resume_check import check_resume
-    from embreg.train.run_dir import RunDirectory
+    from embreg.runs.run_dir import RunDirectory
 
     if Path(run_dir).is_dir():
         check_resume(RunDirectory(run_dir), recipe, layout="single", world_size=1)
@@ -114,7 +114,7 @@ def check_kept_run(recipe: Any, run_dir: str | Path) -> None:
 def metrics_stamp(run_dir: str | Path) -> tuple[int, int] | None:
     """Identity of ``<run_dir>/metrics.json`` (inode, modification time; ``None``: none): unchanged across
     ``run_single`` means the finished run was read back, not trained."""
-    from embreg.train.run_dir import METRICS
+    from embreg.runs.run_dir import METRICS
 
     try:
         stat = os.stat(Path(run_dir) / METRICS)

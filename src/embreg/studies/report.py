@@ -38,13 +38,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stats import mann_whitney_u, one_sample_t_test, summarize, welch_t_test
 from embreg.errors import DataError
+from embreg.runs.checkpoint import atomic_write_json, atomic_write_text
 from embreg.studies.runlog import RunRecord
 from embreg.studies.runner import TuningRow, choose, final_records, same_point, tune_metric, tune_seeds, tuning_rows
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
 from embreg.studies.spec import ClaimSpec, StudySpec
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.stats import mann_whitney_u, one_sample_t_test, summarize, welch_t_test
 
 __all__ = [
     "write_report",

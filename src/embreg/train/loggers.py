@@ -25,7 +25,7 @@ same numbers) and, at the end, the run's ``metrics.json``. ``csv`` and ``tensorb
 =================  ==================================================================================================
 
 Loggers are extras: a logger that fails (to start or to write) is disabled with one :class:`LoggerWarning` and
-the run goes on; the run directory's own files are written by :class:`~embreg.train.run_dir.RunDirectory` alone,
+the run goes on; the run directory's own files are written by :class:`~embreg.runs.run_dir.RunDirectory` alone,
 before the loggers are called, so a logger can never lose or change them. A run without a run directory
 (``out_dir=None``) has nowhere to log, so its loggers are skipped with a warning.
 
@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from embreg.errors import ConfigError
-from embreg.train.checkpoint import atomic_write_json, atomic_write_text
-from embreg.train.run_dir import METRICS_CSV, TENSORBOARD_DIR
+from embreg.runs.checkpoint import atomic_write_json, atomic_write_text
+from embreg.runs.run_dir import METRICS_CSV, TENSORBOARD_DIR
 
 __all__ = [
     "LOGGER_NAMES",

@@ -1,7 +1,7 @@
 """Whether a ``last.safetensors`` state can continue in a trainer's epoch budget: checked before anything loads.
 
 :meth:`embreg.train.trainer.Trainer.fit` with ``resume`` first checks that the state fits the model and optimizer
-(:func:`embreg.train.state_checks.check_resume_state`: a checkpoint of another model, ``model.dim`` changed, is a
+(:func:`embreg.runs.state_checks.check_resume_state`: a checkpoint of another model, ``model.dim`` changed, is a
 one-line error naming the key), then calls :func:`check_resumable`, so that a checkpoint that has trained past the
 trainer's ``epochs`` is a clear :class:`~embreg.errors.ConfigError` instead of a run reporting more epochs than it was
 given. Whether the rest of the config matches is the runner's check (:mod:`embreg.recipes.resume_check`).

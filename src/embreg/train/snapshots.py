@@ -6,12 +6,12 @@ best and last:
 * **checkpoint averaging** (``train.average_checkpoints: K``): the element-wise mean of the weights of the last K
   epochs, one model (Vaswani et al. 2017 average the last 5 checkpoints); :func:`average_states`.
 * **snapshot ensembles** (``train.snapshot_ensemble: true`` with ``train.schedule: cosine-restarts``; Huang et al.
-  2017): the weights at the end of each cosine cycle (:func:`embreg.train.schedules.cycle_end_epochs`), whose
+  2017): the weights at the end of each cosine cycle (:func:`embreg.optim.schedules.cycle_end_epochs`), whose
   predictions are averaged (:class:`embreg.models.ensemble.PredictionEnsemble`).
 
 :class:`EpochSnapshots` is the trainer callback that keeps them: after each epoch it writes the model's weights to
 ``<run_dir>/snapshots/epoch-<e>.safetensors`` (the safetensors checkpoint format of
-:mod:`embreg.train.checkpoint`: nothing is unpickled on loading) and deletes those no longer wanted, so at most K
+:mod:`embreg.runs.checkpoint`: nothing is unpickled on loading) and deletes those no longer wanted, so at most K
 plus the cycle ends are on disk, and a resumed run finds the ones written before it stopped. Without a run
 directory they are kept in memory.
 
@@ -35,14 +35,15 @@ from typing import Any
 import torch
 
 from embreg.errors import ConfigError, DataError
-from embreg.train.checkpoint import load_checkpoint, save_checkpoint
-from embreg.train.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
+from embreg.optim.schedules import SCHEDULE_SETTINGS, cycle_end_epochs
+from embreg.runs.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = [
     "SNAPSHOT_DIR",
     "EpochSnapshots",
     "average_states",
     "check_ensemble_settings",
+    "ensemble_metric_names",
     "schedule_settings",
     "snapshot_cycle_ends",
 ]
@@ -53,7 +54,7 @@ _FILE = re.compile(r"epoch-(\d+)\.safetensors")
 
 
 def schedule_settings(train: Any) -> dict[str, Any]:
-    """The :data:`~embreg.train.schedules.SCHEDULE_SETTINGS` values of a ``train`` section."""
+    """The :data:`~embreg.optim.schedules.SCHEDULE_SETTINGS` values of a ``train`` section."""
     return {key: getattr(train, key) for key in SCHEDULE_SETTINGS}
 
 
@@ -199,3 +200,21 @@ class EpochSnapshots:
         self._memory.clear()
         if self.directory is not None and self.directory.is_dir():
             shutil.rmtree(self.directory)
+
+
+def ensemble_metric_names(train: Any, evaluated: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys :func:`embreg.recipes.ensembles.ensemble_metrics` can add for a ``train`` section, given the task's evaluated metrics.
+
+    Example:
+        >>> from embreg.recipes import load_recipe
+        >>> ensemble_metric_names(load_recipe("mf", ["train.average_checkpoints=3"]).train, ("rmse",))
+        ('averaged_epochs', 'averaged_val_rmse', 'averaged_test_rmse')
+    """
+    names: list[str] = []
+    for prefix, counter, wanted in (
+        ("averaged", "averaged_epochs", bool(train.average_checkpoints)),
+        ("snapshots", "snapshots_count", bool(train.snapshot_ensemble)),
+    ):
+        if wanted:
+            names += [counter, *(f"{prefix}_{split}_{name}" for split in ("val", "test") for name in evaluated)]
+    return tuple(names)

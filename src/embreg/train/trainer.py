@@ -19,8 +19,12 @@ import torch
 from torch import nn
 
 from embreg.errors import ConfigError, TrainingError
+from embreg.optim.optimizers import OptimizerFactory
+from embreg.optim.schedules import SchedulerFactory, check_scheduler_state
 from embreg.progress import progress
 from embreg.regularizers.base import Objective, StepContext, standard_objective
+from embreg.runs.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
+from embreg.runs.state_checks import check_best_state, check_resume_state
 from embreg.sse.base import IndexTransform
 from embreg.train.device import autocast, check_precision, model_device, move_batch, resolve_device
 from embreg.train.distributed import (
@@ -34,12 +38,8 @@ from embreg.train.distributed import (
 )
 from embreg.train.finite import DIVERGENCE_HINT, non_finite_parameters
 from embreg.train.host_draws import plan_host_draws
-from embreg.train.optim import OptimizerFactory
 from embreg.train.resume import check_resumable
-from embreg.train.run_dir import BEST_CHECKPOINT, LAST_CHECKPOINT, LEGACY_LAST_CHECKPOINT, RunDirectory
-from embreg.train.schedules import SchedulerFactory, check_scheduler_state
 from embreg.train.seeding import rank_seed, seed_everything
-from embreg.train.state_checks import check_best_state, check_resume_state
 
 __all__ = ["Trainer", "FitResult", "metric_prefix", "BEST_CHECKPOINT", "LAST_CHECKPOINT", "LEGACY_LAST_CHECKPOINT"]
 
@@ -92,7 +92,7 @@ class Trainer:
     validation split; the best model (by ``monitor``) is kept in ``best.safetensors``, and ``last.safetensors``
     holds everything needed to continue (model with its index-transform generators, optimizer, RNG state,
     counters, history). Both are written atomically, in the safetensors checkpoint format of
-    :mod:`embreg.train.checkpoint`, whose loading never runs code from the file. At the end the best model is
+    :mod:`embreg.runs.checkpoint`, whose loading never runs code from the file. At the end the best model is
     scored on the validation and test splits.
 
     Args:
@@ -128,7 +128,7 @@ class Trainer:
             update in one call, e.g. :mod:`embreg.models.mf_fused_step`) instead of autograd; it computes the same
             step, so it takes no objective other than the standard one, no regularisers, no clipping, fp32 on the
             CPU in one process. Where the model's kernel cannot be built the autograd step runs (after a warning).
-        scheduler: ``(optimizer, steps_per_epoch) -> LRScheduler`` (:mod:`embreg.train.schedules`), stepped after
+        scheduler: ``(optimizer, steps_per_epoch) -> LRScheduler`` (:mod:`embreg.optim.schedules`), stepped after
             every optimizer step; its state is saved in ``last.safetensors`` and restored on resume (``None``: none).
         index_transforms_on: where the model's index transforms (SSE) draw in training (:mod:`embreg.train.host_draws`):
             ``"auto"`` (on the CPU batch before its copy when training on CUDA, where the model allows it; else in the
@@ -141,9 +141,9 @@ class Trainer:
 
     Example:
         >>> from embreg.models import BiasedMF
-        >>> from embreg.train.batches import TensorBatches
-        >>> from embreg.train.evaluation import RatingEvaluator
-        >>> from embreg.train.optim import optimizer_factory
+        >>> from embreg.batching.batches import TensorBatches
+        >>> from embreg.tasks.ratings.evaluation import RatingEvaluator
+        >>> from embreg.optim.optimizers import optimizer_factory
         >>> data = {"user": torch.tensor([0, 1, 1]), "item": torch.tensor([0, 0, 1]), "rating": torch.tensor([4., 3., 5.])}
         >>> trainer = Trainer(BiasedMF.build(2, 2, 4, global_mean=4.0), optimizer_factory("adam", 0.01),
         ...                   TensorBatches(data, batch_size=2), RatingEvaluator({"valid": data, "test": data}),
@@ -291,7 +291,7 @@ class Trainer:
         Raises:
             DataError: with ``resume``, the checkpoint is corrupt, fails its checksum or is not an embreg checkpoint;
                 it lacks an entry of the training state, or a model or optimizer key of it does not fit (missing,
-                unexpected, another shape: :mod:`embreg.train.state_checks`); or the run directory holds only an old
+                unexpected, another shape: :mod:`embreg.runs.state_checks`); or the run directory holds only an old
                 pickle ``last.pt`` (never loaded: unpickling can run code), so the run must start afresh.
             ConfigError: with ``resume``, the checkpoint has trained more epochs than ``epochs`` (nothing is
                 loaded).

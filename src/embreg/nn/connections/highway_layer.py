@@ -1,4 +1,4 @@
-"""Highway layers.
+"""Highway layers (:class:`HighwayLayer`, also named :data:`Highway`).
 
 Reference: nlp-best-practices.txt, "Layer connections" (Srivastava et al., 2015, eq. 2-3):
 ``h = t * g(W x + b) + (1 - t) * x`` with the transform gate ``t = sigmoid(W_T x + b_T)`` and the carry gate
@@ -74,3 +74,8 @@ class HighwayLayer(ConnectedLayer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.connect(x, self.run_block(x))
+
+
+Highway = HighwayLayer
+"""The name Srivastava et al.'s layer goes by (``from embreg.nn import Highway``): the same class as
+:class:`HighwayLayer`."""

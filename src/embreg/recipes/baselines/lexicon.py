@@ -1,12 +1,12 @@
 """Baseline ``lexicon``: word-by-word translation with an IBM Model 1 lexicon learnt on the recipe's training split.
 
-The translation task's pairs (:func:`embreg.recipes.tasks.translation.translation_splits`: the same file,
+The translation task's pairs (:func:`embreg.tasks.translation.task.translation_splits`: the same file,
 ``data.min_words`` filter, split by distinct source and ``data.max_*_pairs`` subsets as the trained translator)
 are white-space tokenised as they are (case and punctuation kept); IBM Model 1 (Brown et al. 1993;
 :mod:`embreg.models.ibm_model1`) is learnt on the training pairs with ``iterations`` EM iterations and a NULL
 source word; each source word of a validation or test sentence becomes its most probable target word and unknown
 words are copied. The output is scored with sacreBLEU's corpus BLEU and chrF against the references
-(:func:`embreg.train.translation_eval.corpus_scores`), on the test split and on the first ``data.valid_sentences``
+(:func:`embreg.tasks.translation.evaluation.corpus_scores`), on the test split and on the first ``data.valid_sentences``
 validation pairs (the sentences ``val_bleu`` decodes).
 
 On dictionary pairs, which are short and largely word for word, such a lexicon is the line a neural translator must
@@ -64,8 +64,8 @@ class LexiconConfig:
 def lexicon_baseline(config: LexiconConfig, recipe: Any) -> BaselineResult:
     """Learns the lexicon on ``recipe``'s training split and scores it on its validation and test splits."""
     from embreg.models.ibm_model1 import fit_ibm_model1
-    from embreg.recipes.tasks.translation import translation_splits
-    from embreg.train.translation_eval import corpus_scores
+    from embreg.tasks.translation.evaluation import corpus_scores
+    from embreg.tasks.translation.task import translation_splits
 
     d = recipe.data
     splits = translation_splits(d, progress=recipe.train.progress)

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from embreg.train.stats import summarize, welch_t_test
+from embreg.analysis.stats import summarize, welch_t_test
 
 BUDGET = "embeddings.budget"
 

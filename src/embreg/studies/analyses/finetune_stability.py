@@ -2,7 +2,7 @@
 
 Per metric, one row per variant: seeds, mean, std, median, max, min, the mean generalisation gap (train minus
 evaluation score, the run's ``gap_<name>`` metric) and three p-values against the baseline: Welch's t-test and
-Mann-Whitney U for the level (:mod:`embreg.train.stats`), Brown-Forsythe (Levene's test about the median) for the
+Mann-Whitney U for the level (:mod:`embreg.analysis.stats`), Brown-Forsythe (Levene's test about the median) for the
 spread. Then the paper's Table-1 direction (the method's mean at least the baseline's and its std at most the
 baseline's) on the seeds both share, and a box plot of the per-seed values. Reads the study's final runs only.
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stability import box_plot_values, gap_metric
+from embreg.analysis.stats import mann_whitney_u, summarize, welch_t_test
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
-from embreg.train.stability import box_plot_values, gap_metric
-from embreg.train.stats import mann_whitney_u, summarize, welch_t_test
 
 __all__ = [
     "FinetuneStabilityConfig",

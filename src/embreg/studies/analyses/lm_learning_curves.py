@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stats import summarize
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, Section
-from embreg.train.stats import summarize
 
 __all__ = ["LMCurvesConfig", "curve", "value_at", "median_seconds", "build"]
 

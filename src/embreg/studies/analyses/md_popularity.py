@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from embreg.analysis.stats import welch_t_test
 from embreg.registry import register
 from embreg.studies.analyses._md_sweep import chosen_on_validation, per_row, sweep_points
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
-from embreg.train.stats import welch_t_test
 
 
 @dataclass

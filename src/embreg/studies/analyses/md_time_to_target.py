@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from embreg.analysis.stats import summarize
 from embreg.registry import register
 from embreg.studies.analyses._md_sweep import chosen_on_validation, per_row, sweep_points
 from embreg.studies.sections import AnalysisContext, ClaimRow, Section
-from embreg.train.stats import summarize
 
 
 @dataclass

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embreg.analysis.stability import curve_plot
+from embreg.analysis.stats import summarize
 from embreg.registry import register
 from embreg.studies.sections import AnalysisContext, Section
-from embreg.train.stability import curve_plot
-from embreg.train.stats import summarize
 
 __all__ = ["SizeCurveConfig", "curve_points", "build"]
 

@@ -93,6 +93,12 @@ VARIANTS: dict[str, tuple[str, list[str], str]] = {
         f"original+{name}": ("sasrec", [*ORIGINAL, override], f"the original design with {what}")
         for name, (override, what) in RECBOLE_CHOICES.items()
     },
+    "original+no-scale+init-normal": (
+        "sasrec",
+        [*ORIGINAL, RECBOLE_CHOICES["no-scale"][0], RECBOLE_CHOICES["init-normal"][0]],
+        "the original design with the two RecBole choices that raise NDCG@10 alone: no sqrt(d) scaling and "
+        "N(0, 0.02) initialisation",
+    ),
     "sasrec-recbole": ("sasrec-recbole", [], "recipe sasrec-recbole: every RecBole design choice"),
 }
 """name -> (recipe, overrides, what it is): embreg's variants, each trained with :func:`embreg_overrides`."""

@@ -1,4 +1,5 @@
-"""Recipes: one grammar (:class:`Recipe`) for every family, task adapters, shipped YAML recipes, the runner.
+"""Recipes: one grammar (:class:`Recipe`) for every family, shipped YAML recipes, the runner (task adapters:
+:mod:`embreg.tasks`).
 
 Example:
     >>> from embreg.recipes import load_recipe

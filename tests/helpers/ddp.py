@@ -8,6 +8,8 @@ call fails, so a deadlocked collective cannot stall the test suite.
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import os
 import pickle
 import socket
@@ -32,10 +34,15 @@ def _entry(rank: int, worker: Callable[..., Any], world_size: int, port: int, ou
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank)
     )
+    faulthandler.enable(all_threads=True)  # a rank that aborts in C++ still shows its Python stacks
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     try:
         result = worker(*args)
+        # every rank ends the group together, as embreg.train.distributed does: no rank tears its gloo threads
+        # down (or exits) while a peer's last collective is still in flight
+        dist.barrier()
+        gc.collect()
     finally:
         dist.destroy_process_group()
     Path(out, f"rank-{rank}.pkl").write_bytes(pickle.dumps(result))

@@ -10,7 +10,7 @@
 //
 // then the update of the optimizer the step replaces:
 //
-//   * "adam" (embreg.train.lazy_adam.LazyAdam): lazy Adam on the batch's distinct rows of P and Q (the rows'
+//   * "adam" (embreg.optim.lazy_adam.LazyAdam): lazy Adam on the batch's distinct rows of P and Q (the rows'
 //     moments only; SparseAdam's arithmetic, lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps)), and dense Adam
 //     on every row of the bias vectors (torch.optim.Adam's arithmetic: lr / (1 - b1^t) m / (sqrt(v) /
 //     sqrt(1 - b2^t) + eps), rows outside the batch with gradient 0), each parameter with its own step count;

@@ -1,4 +1,5 @@
-"""The runnable examples in the serving modules' and the beyond-accuracy metrics' docstrings."""
+"""The runnable examples in the docstrings of the serving modules, the run files, the shared CLI types and the
+beyond-accuracy metrics."""
 
 import doctest
 import importlib
@@ -14,6 +15,13 @@ MODULES = [
     "embreg.serving.run_checks",
     "embreg.runs.output_paths",
     "embreg.metrics.beyond_accuracy",
+    "embreg.serving.served_run",
+    "embreg.serving.prediction",
+    "embreg.serving.teachers",
+    "embreg.serving.translate_command",
+    "embreg.tasks.translation.serving",
+    "embreg.cli_arguments",
+    "embreg.runs.run_layout",
 ]
 
 

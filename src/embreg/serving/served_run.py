@@ -6,8 +6,9 @@ class that imports them.
 
 Example:
     >>> from embreg.serving.trained_run import TrainedRun
-    >>> sorted(name for name in ServedRun.__annotations__)[:3]
-    ['checkpoint', 'device', 'model']
+    >>> parts = [*ServedRun.__annotations__, "task", "prepared", "evaluator"]
+    >>> [name for name in parts if name not in TrainedRun.__annotations__ and not hasattr(TrainedRun, name)]
+    []
 """
 
 from __future__ import annotations

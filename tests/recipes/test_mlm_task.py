@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,8 @@ def test_an_mlm_run_directory_is_the_encoder_of_a_fine_tuning_recipe(mlm_run: Pa
 def test_a_wrong_architecture_checkpoint_is_refused(mlm_run: Path, tmp_path: Path) -> None:
     crafted = tmp_path / "crafted"
     crafted.mkdir()
-    (crafted / "config.yaml").write_text((mlm_run / "config.yaml").read_text())
+    for name in ("config.yaml", "run.json", "metrics.json"):  # a finished run whose checkpoint does not fit
+        (crafted / name).write_text((mlm_run / name).read_text())
     state = load_checkpoint(mlm_run / "best.safetensors")
     key = "encoder.embeddings.word_embeddings.weight"
     state["model"][key] = state["model"][key][:, :4].contiguous()
@@ -178,6 +180,21 @@ def test_runs_of_other_tasks_and_runs_without_a_best_checkpoint_are_refused(mlm_
     (bare / "config.yaml").write_text((mlm_run / "config.yaml").read_text())
     with pytest.raises(DataError, match=r"has no best.safetensors \(run it with train.keep_checkpoints=best or all\)"):
         build_run(load_recipe("ft-reviews", [*FT_SMALL, f"model.pretrained={bare}"]))
+
+
+def test_an_unfinished_or_failed_mlm_run_is_refused_as_an_encoder(mlm_run: Path, tmp_path: Path) -> None:
+    for status, error, expected in (
+        ("training", None, r"is unfinished \(still training, or stopped before its end\)"),
+        ("failed", "loss is not finite", r"failed \(loss is not finite\)"),
+    ):
+        copy = tmp_path / status
+        shutil.copytree(mlm_run, copy)
+        record = json.loads((copy / "run.json").read_text())
+        record.update(status=status, error=error)
+        (copy / "run.json").write_text(json.dumps(record))
+        with pytest.raises(DataError, match=rf"model.pretrained: the mlm run {copy} {expected}; it takes a finished"):
+            build_run(load_recipe("ft-reviews", [*FT_SMALL, f"model.pretrained={copy}"]))
+    build_run(load_recipe("ft-reviews", [*FT_SMALL, f"model.pretrained={mlm_run}"]))  # the finished run itself
 
 
 def test_a_users_text_file_with_a_bad_line_is_named(tiny_bert: Path, tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ name and a Hugging Face checkpoint directory, the directory of a finished ``mlm`
 a multi-seed run). Its encoder is the architecture the run started from (the run's own ``model.pretrained``, read
 from its ``config.yaml``) with the weights of the run's ``best.safetensors`` (the ``encoder.`` entries of the
 model), and the tokenizer is that architecture's. A continued ``encoder-mlm`` takes the run's MLM head as well
-(:mod:`embreg.models.pretrained_mlm_head`); a fine-tuned classifier leaves it behind. A run of another task, a run
-without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint whose encoder does not fit the
-architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
+(:mod:`embreg.models.pretrained_mlm_head`); a fine-tuned classifier leaves it behind. A run of another task, an
+unfinished or failed run, a run without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint
+whose encoder does not fit the architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
 are loaded without running code (:mod:`embreg.runs.checkpoint`).
 
 Example:
@@ -75,6 +75,7 @@ def run_architecture(path: Path) -> str:
 
 
 def _best_file(path: Path) -> Path:
+    """The run's ``best.safetensors``, once the run is known to have finished (:func:`_check_finished`)."""
     from embreg.runs.run_dir import BEST_CHECKPOINT
 
     best = path / BEST_CHECKPOINT
@@ -86,7 +87,26 @@ def _best_file(path: Path) -> Path:
             else (" (run it with train.keep_checkpoints=best or all)")
         )
         raise DataError(f"{path} has no {BEST_CHECKPOINT}{hint}")
+    _check_finished(path)
     return best
+
+
+def _check_finished(path: Path) -> None:
+    """Refuses an ``mlm`` run that is still training, was stopped before its end, or failed: its best epoch so far
+    is not the encoder its recipe pre-trains (serving refuses such runs too, :mod:`embreg.serving.run_checks`)."""
+    from embreg.runs.run_dir import RunDirectory, run_status
+
+    status, error = run_status(RunDirectory(path))
+    if status == "finished":
+        return
+    if status == "failed":
+        what = f"failed ({error})" if error else "failed"
+    else:
+        what = "is unfinished (still training, or stopped before its end)"
+    raise DataError(
+        f"model.pretrained: the mlm run {path} {what}; it takes a finished run: finish this one with 'embreg run "
+        "... --resume' into the same --out, or name another"
+    )
 
 
 def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, Any]]) -> tuple[Any, Any]:

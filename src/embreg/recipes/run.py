@@ -48,6 +48,7 @@ from embreg.recipes.recipe import Recipe
 from embreg.recipes.resume_check import check_resume, check_seed_count, extends_finished_run, run_record
 from embreg.recipes.seed_series import run_seed_series
 from embreg.runs.run_dir import CONFIG, RUN_RECORD, RunDirectory
+from embreg.runs.run_layout import FINISHED_KEY
 from embreg.tasks.data_files import data_line
 from embreg.train.distributed import broadcast_from_main, current
 from embreg.train.finite import check_final_metrics
@@ -57,9 +58,6 @@ from embreg.train.snapshots import schedule_settings
 from embreg.train.trainer import EpochCallback, FitResult, StepCallback, Trainer
 
 __all__ = ["run_single", "run_seeds", "build_run", "BuiltRun", "load_metrics", "FINISHED_KEY"]
-
-FINISHED_KEY = "wall_seconds"
-"""A run's ``metrics.json`` holds this key once the runner has finished it (the trainer's own file does not)."""
 
 
 BACKENDS = "backends.json"

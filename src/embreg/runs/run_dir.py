@@ -58,6 +58,7 @@ from embreg.runs.output_paths import check_output_directory
 from embreg.runs.run_layout import (
     BEST_CHECKPOINT,
     CONFIG,
+    FINISHED_KEY,
     HISTORY,
     LAST_CHECKPOINT,
     LEGACY_LAST_CHECKPOINT,
@@ -89,6 +90,7 @@ __all__ = [
     "RunDirectoryLockedError",
     "RunDirectoryInUseError",
     "RUN_STATUSES",
+    "run_status",
 ]
 
 RUN_STATUSES = ("training", "finished", "failed")
@@ -409,3 +411,23 @@ def _is_run_entry(entry: Path) -> bool:
 
 def _entry_name(entry: Path) -> str:
     return f"{entry.name}/" if entry.is_dir() and not entry.is_symlink() else entry.name
+
+
+def run_status(files: RunDirectory) -> tuple[str, str | None]:
+    """``(status, error)`` of the run in ``files``: ``finished``, ``training`` (unfinished) or ``failed``.
+
+    ``run.json``'s ``status`` (:data:`RUN_STATUSES`) says it; a run whose ``run.json`` has none (an older version)
+    is finished when its ``metrics.json`` holds :data:`~embreg.runs.run_layout.FINISHED_KEY`.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     run_status(RunDirectory(d))
+        ('training', None)
+    """
+    record = files.read_run_record() or {}
+    status = record.get("status")
+    if status in RUN_STATUSES:
+        return str(status), record.get("error")
+    metrics = files.read_metrics()
+    return ("finished" if metrics is not None and FINISHED_KEY in metrics else "training"), None

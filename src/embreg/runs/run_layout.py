@@ -25,6 +25,7 @@ __all__ = [
     "TENSORBOARD_DIR",
     "RUN_RECORD",
     "RUN_ENTRIES",
+    "FINISHED_KEY",
 ]
 
 CONFIG = "config.yaml"
@@ -64,3 +65,7 @@ RUN_ENTRIES = frozenset(
     }
 )
 """The names a run writes into its directory (besides ``seed-<s>/`` and ``.lock``): what makes a directory a run's."""
+
+FINISHED_KEY = "wall_seconds"
+"""The key of ``metrics.json`` that only the runner's final write holds: a run of a version whose ``run.json`` has
+no ``status`` is finished when its metrics hold it."""

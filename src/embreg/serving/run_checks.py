@@ -6,7 +6,7 @@
 * **A finished run.** ``run.json`` holds the run's ``status`` (:data:`embreg.runs.run_dir.RUN_STATUSES`):
   ``training`` until the runner writes the final ``metrics.json``, then ``finished``; ``failed`` when training
   raised (loss or weights not finite, final metrics not finite). A run of an older version without a status is
-  finished when its ``metrics.json`` holds the runner's :data:`~embreg.recipes.run.FINISHED_KEY`. An unfinished
+  finished when its ``metrics.json`` holds the runner's :data:`~embreg.runs.run_layout.FINISHED_KEY`. An unfinished
   run (still training, or stopped before its end) is refused unless ``allow_unfinished`` (``--allow-unfinished``),
   a failed one unless ``allow_failed`` (``--allow-failed``); served anyway, a warning names the epoch its
   checkpoint holds (:func:`check_run_status`).
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from embreg.errors import ConfigError, DataError
-from embreg.runs.run_dir import RunDirectory
+from embreg.runs.run_dir import RunDirectory, run_status
 
 __all__ = [
     "UnservableRunError",
@@ -99,19 +99,6 @@ def select_run(path: str | Path, seed: int | None) -> Path:
     if seed not in seeds:
         raise DataError(f"{str(folder)!r} has no seed {seed}; its seed folders are {listed or 'none yet'}")
     return folder / f"seed-{seed}"
-
-
-def run_status(files: RunDirectory) -> tuple[str, str | None]:
-    """``(status, error)`` of the run in ``files``: ``finished``, ``training`` (unfinished) or ``failed``."""
-    from embreg.recipes.run import FINISHED_KEY
-    from embreg.runs.run_dir import RUN_STATUSES
-
-    record = files.read_run_record() or {}
-    status = record.get("status")
-    if status in RUN_STATUSES:
-        return str(status), record.get("error")
-    metrics = files.read_metrics()
-    return ("finished" if metrics is not None and FINISHED_KEY in metrics else "training"), None
 
 
 def checkpoint_epoch(state: Mapping[str, Any]) -> int | None:

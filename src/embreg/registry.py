@@ -81,24 +81,24 @@ __all__ = [
 
 SLOTS = ("task", "model", "embedding", "index_transform", "objective", "regularizer", "analysis", "baseline")
 
+BUILTIN_TASKS = ("ctr", "lm", "mlm", "multitask", "next_item", "ratings", "tagging", "text", "translation")
+"""The task folders of :mod:`embreg.tasks`: each ``embreg/tasks/<name>/task.py`` registers its task adapters (a new
+task is one folder and one entry here). Only ``task.py`` is imported; a folder's evaluator, data and serving modules
+load when the task uses them."""
+
 BUILTIN_PACKAGES = (
     "embreg.sse",
     "embreg.embeddings",
     "embreg.models",
     "embreg.nn",
     "embreg.regularizers",
-    "embreg.tasks",
+    *(f"embreg.tasks.{task}.task" for task in BUILTIN_TASKS),
     "embreg.studies.analyses",
     "embreg.recipes.baselines",
     "embreg.serving.teachers",
 )
 """Packages (or single modules) whose modules register the built-in entries beside their own code; every module
 in them is imported by :func:`load_builtins`, so a new technique module registers itself without an edit anywhere else."""
-
-BUILTIN_TASKS = ("ctr", "lm", "mlm", "multitask", "next_item", "ratings", "tagging", "text", "translation")
-"""The task folders of :mod:`embreg.tasks`: each ``embreg/tasks/<name>/task.py`` registers its task adapters (a new
-task is one folder and one entry here). Only ``task.py`` is imported; a folder's evaluator, data and serving modules
-load when the task uses them."""
 
 MODEL_DECLARATIONS = ("tasks", "embeddings", "kinds", "provides")
 """The keywords every ``model`` registration must give (see the module docstring)."""
@@ -296,10 +296,6 @@ def load_builtins() -> None:
         return
     _loaded = True
     for package_name in BUILTIN_PACKAGES:
-        if package_name == "embreg.tasks":  # one task.py per task folder
-            for task in BUILTIN_TASKS:
-                importlib.import_module(f"embreg.tasks.{task}.task")
-            continue
         package = importlib.import_module(package_name)
         if not hasattr(package, "__path__"):  # a single module
             continue

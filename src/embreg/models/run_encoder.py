@@ -75,7 +75,6 @@ def run_architecture(path: Path) -> str:
 
 
 def _best_file(path: Path) -> Path:
-    """The run's ``best.safetensors``, once the run is known to have finished (:func:`_check_finished`)."""
     from embreg.runs.run_dir import BEST_CHECKPOINT
 
     best = path / BEST_CHECKPOINT
@@ -87,7 +86,6 @@ def _best_file(path: Path) -> Path:
             else (" (run it with train.keep_checkpoints=best or all)")
         )
         raise DataError(f"{path} has no {BEST_CHECKPOINT}{hint}")
-    _check_finished(path)
     return best
 
 
@@ -126,6 +124,7 @@ def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, A
 
     config = _run_config(path)
     best = _best_file(path)
+    _check_finished(path)
     encoder, tokenizer = load_architecture(config["model"]["pretrained"])
     state = load_checkpoint(best)
     model_state = state.get("model") if isinstance(state, dict) else None
@@ -149,6 +148,7 @@ def run_head_weights(path: Path, prefix: str) -> dict[str, Any]:
 
     _run_config(path)
     best = _best_file(path)
+    _check_finished(path)
     state = load_checkpoint(best).get("model")
     weights = {k[len(prefix) :]: v for k, v in (state or {}).items() if str(k).startswith(prefix)}
     if not weights:
@@ -167,6 +167,7 @@ def run_encoder_source(path: Path) -> str:
 
     config = _run_config(path)
     best = _best_file(path)
+    _check_finished(path)
     epoch = load_checkpoint(best).get("epoch")
     return (
         f"mlm run '{path.resolve()}' ({best.name} of epoch {epoch}, continued from {config['model']['pretrained']!r})"

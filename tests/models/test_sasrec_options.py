@@ -54,8 +54,8 @@ def test_an_unknown_option_value_is_a_config_error(kwargs) -> None:
 @pytest.mark.parametrize("options", list(OPTIONS.values()), ids=list(OPTIONS))
 def test_each_option_changes_the_output(options) -> None:
     batch = _batch()
-    base = _model().eval()(batch).predictions
-    changed = _model(**options).eval()(batch).predictions
+    base = _model(init_std=None).eval()(batch).predictions  # the original SASRec's design
+    changed = _model(**{"init_std": None, **options}).eval()(batch).predictions
     assert changed.shape == base.shape == (3, MAX_LEN, 8)
     assert not torch.allclose(changed, base, atol=1e-4)
 
@@ -154,8 +154,15 @@ def test_normal_initialisation_reaches_the_positions_and_every_linear_weight() -
     model = _model(init_std=0.02)
     assert model.position_embedding.weight.std().item() == pytest.approx(0.02, rel=0.3)
     assert model.blocks[0].key_value.weight.std().item() == pytest.approx(0.02, rel=0.3)
-    xavier = _model()
+    xavier = _model(init_std=None)
     assert xavier.blocks[0].key_value.weight.std().item() > 0.1  # Xavier's scale at width 8 is far above 0.02
+
+
+def test_the_default_initialisation_is_normal_with_std_0_02() -> None:
+    assert SASRecConfig().init_std == 0.02
+    assert load_recipe("sasrec").model.config.init_std == 0.02
+    assert load_recipe("sasrec", ["model.init_std=null"]).model.config.init_std is None
+    assert _model().blocks[0].key_value.weight.std().item() == pytest.approx(0.02, rel=0.3)
 
 
 def test_the_shipped_recbole_recipe_makes_every_recbole_choice() -> None:

@@ -58,8 +58,12 @@ def group_reading(runs: list[dict[str, Any]], budget: int | None) -> dict[str, A
     """Per-seed budget readings of one library or variant and their means and sample standard deviations."""
     readings = [budget_reading(run, budget) for run in runs]
     per_seed = {m: [r["test"][m] for r in readings] for m in METRICS}
+    valid = [r["valid"]["ndcg@10"] for r in readings]
     return {
         "seeds": [run["seed"] for run in runs],
+        "valid_ndcg@10_per_seed": valid,
+        "valid_ndcg@10": statistics.fmean(valid),
+        "valid_ndcg@10_std": statistics.stdev(valid) if len(valid) > 1 else None,
         "epoch": [r["epoch"] for r in readings],
         "epochs_run": [len(run["curve"]) if budget is None else min(budget, len(run["curve"])) for run in runs],
         "test_per_seed": per_seed,
@@ -120,14 +124,15 @@ def _same_first_epochs(short_run: dict[str, Any], long_run: dict[str, Any], epoc
 def determinism(kept: dict[str, Any], short: int) -> list[dict[str, Any]]:
     """Seeds run both as a ``short``-epoch run and as a longer run: are the first ``short`` epochs identical?
 
-    Pairs: each library or variant with itself, and embreg's ``original`` short runs with the ``default`` long
-    runs where the default model is the original design (the same config).
+    Pairs: each library or variant with itself, and any variant's short runs with the ``default`` long runs where
+    that variant's model is the default model (the same config: ``original+init-normal`` is the default design).
     """
     pairs = [("recbole", kept["recbole"], kept["recbole"])]
     pairs += [(f"embreg {v}", runs, runs) for v, runs in kept["embreg"].items()]
-    original, default = kept["embreg"].get("original", {}), kept["embreg"].get("default", {})
-    if short in original and default and _model_of(original) == _model_of(default):
-        pairs.append(("embreg original / default", original, default))
+    default = kept["embreg"].get("default", {})
+    for variant, runs in kept["embreg"].items():
+        if variant != "default" and short in runs and default and _model_of(runs) == _model_of(default):
+            pairs.append((f"embreg {variant} / default", runs, default))
     checks = []
     for name, shorts, longs in pairs:
         if short not in shorts:
@@ -141,7 +146,7 @@ def determinism(kept: dict[str, Any], short: int) -> list[dict[str, Any]]:
     return checks
 
 
-def _model_of(by_max: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+def _model_of(by_max: dict[Any, list[dict[str, Any]]]) -> dict[str, Any]:
     """The model config of a variant's runs (the same for every run of a variant)."""
     return next(iter(by_max.values()))[0]["model"]
 
@@ -256,15 +261,18 @@ def _ablation_table(record: dict[str, Any], label: str, descriptions: dict[str, 
     if not rows:
         return []
     lines = [
-        "| embreg variant | seeds | test NDCG@10 | vs the original design (p) | vs RecBole (p) |",
-        "|---|---|---|---|---|",
+        "| embreg variant | seeds | validation NDCG@10 | test NDCG@10 | test vs the original design (p) | "
+        "test vs RecBole (p) |",
+        "|---|---|---|---|---|---|",
     ]
     for v in rows:
         e = entry[v]
         vs_o = e.get("vs_original")
         vs_r = e.get("vs_recbole")
         lines.append(
-            f"| `{v}`: {descriptions.get(v, '')} | {len(e['seeds'])} | {_pm(e['test']['ndcg@10'], e['test_std']['ndcg@10'])} | "
+            f"| `{v}`: {descriptions.get(v, '')} | {len(e['seeds'])} | "
+            f"{_pm(e['valid_ndcg@10'], e['valid_ndcg@10_std'])} | "
+            f"{_pm(e['test']['ndcg@10'], e['test_std']['ndcg@10'])} | "
             + (f"{vs_o['difference']:+.4f} ({_p(vs_o['welch_p'])})" if vs_o else "")
             + " | "
             + (f"{vs_r['difference']:+.4f} ({_p(vs_r['welch_p'])})" if vs_r else "")
@@ -273,9 +281,26 @@ def _ablation_table(record: dict[str, Any], label: str, descriptions: dict[str, 
     if entry.get("recbole"):
         r = entry["recbole"]
         lines.append(
-            f"| RecBole 1.2.1 | {len(r['seeds'])} | {_pm(r['test']['ndcg@10'], r['test_std']['ndcg@10'])} | | |"
+            f"| RecBole 1.2.1 | {len(r['seeds'])} | {_pm(r['valid_ndcg@10'], r['valid_ndcg@10_std'])} | "
+            f"{_pm(r['test']['ndcg@10'], r['test_std']['ndcg@10'])} | | |"
         )
     return lines
+
+
+def default_choice(record: dict[str, Any], label: str) -> str | None:
+    """A sentence naming the embreg variant with the highest mean validation NDCG@10 at budget ``label`` and
+    whether the default model is that variant's model (the default is chosen on validation, never on test)."""
+    entry, runs = record["readings"][label], record["runs"]["embreg"]
+    candidates = [v for v in entry if v == "original" or v.startswith("original+")]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda v: entry[v]["valid_ndcg@10"])
+    reading = f"`{best}` has the highest mean validation NDCG@10 ({entry[best]['valid_ndcg@10']:.4f})"
+    default = runs.get("default")
+    if not default:
+        return reading + "."
+    same = _model_of(runs[best]) == _model_of(default)
+    return reading + (", and embreg's default model is that design." if same else "; the default is another design.")
 
 
 def plot_curves(record: dict[str, Any], path: Path) -> bool:
@@ -384,6 +409,9 @@ def write_page(record: dict[str, Any], out: Path, descriptions: dict[str, str]) 
             *ablation,
             "",
         ]
+        choice = default_choice(record, f"{short} epochs")
+        if choice:
+            lines += [f"**Choosing the default on validation:** {choice}", ""]
     converged_ablation = [v for v in record["readings"]["converged"] if v not in ("recbole", "default")]
     if converged_ablation:
         lines += [

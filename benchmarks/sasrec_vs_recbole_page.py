@@ -174,7 +174,7 @@ def build_record(runs: Path, max_epochs: int, patience: int, short: int, matched
         theirs = statistics.median(timing["recbole"]["train_seconds_per_epoch"])
         timing["median_seconds_per_epoch"] = {"embreg": ours, "recbole": theirs}
         timing["ratio_embreg_over_recbole"] = ours / theirs
-    recbole_any = next(iter(kept["recbole"].values()), [{}])[0]
+    recbole_any: dict[str, Any] = next(iter(kept["recbole"].values()), [{}])[0]
     return {
         "commands": [
             f"python benchmarks/sasrec_vs_recbole.py recbole --seeds 5 --max-epochs {max_epochs} --patience {patience}",
@@ -379,7 +379,7 @@ def write_page(record: dict[str, Any], out: Path, descriptions: dict[str, str]) 
         *[f"| {c['claim']} | {c['reading']} | **{c['verdict']}** |" for c in claims],
         "",
     ]
-    default_runs = next(iter(record["runs"]["embreg"].get("default", {}).values()), [])
+    default_runs: list[dict[str, Any]] = next(iter(record["runs"]["embreg"].get("default", {}).values()), [])
     if default_runs:
         design = {k: v for k, v in default_runs[0]["model"].items() if k in DESIGN_KEYS}
         lines += [

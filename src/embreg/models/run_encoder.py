@@ -6,9 +6,9 @@ a multi-seed run). Its encoder is the architecture the run started from (the run
 from its ``config.yaml``) with the weights of the run's ``best.safetensors`` (the ``encoder.`` entries of the
 model), and the tokenizer is that architecture's. A continued ``encoder-mlm`` takes the run's MLM head as well
 (:mod:`embreg.models.pretrained_mlm_head`); a fine-tuned classifier leaves it behind. A run of another task, an
-unfinished or failed run, a run without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a checkpoint
-whose encoder does not fit the architecture is refused with a :class:`~embreg.errors.DataError` naming the file and the misfit; safetensors files
-are loaded without running code (:mod:`embreg.runs.checkpoint`).
+unfinished or failed run, a run without ``best.safetensors`` (``train.keep_checkpoints`` dropped it) or a
+checkpoint whose encoder does not fit the architecture is refused with a :class:`~embreg.errors.DataError` naming
+the file and the misfit; safetensors files are loaded without running code (:mod:`embreg.runs.checkpoint`).
 
 Example:
     >>> from pathlib import Path
@@ -107,6 +107,14 @@ def _check_finished(path: Path) -> None:
     )
 
 
+def _finished_run(path: Path) -> tuple[dict[str, Any], Path]:
+    """``(config, best checkpoint file)`` of a finished ``mlm`` run, each refusal a :class:`DataError`."""
+    config = _run_config(path)
+    best = _best_file(path)
+    _check_finished(path)
+    return config, best
+
+
 def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, Any]]) -> tuple[Any, Any]:
     """``(encoder, tokenizer)`` of an ``mlm`` run directory (see the module docstring).
 
@@ -122,9 +130,7 @@ def load_run_encoder(path: Path, load_architecture: Callable[[str], tuple[Any, A
     from embreg.runs.checkpoint import load_checkpoint
     from embreg.runs.state_checks import check_model_state
 
-    config = _run_config(path)
-    best = _best_file(path)
-    _check_finished(path)
+    config, best = _finished_run(path)
     encoder, tokenizer = load_architecture(config["model"]["pretrained"])
     state = load_checkpoint(best)
     model_state = state.get("model") if isinstance(state, dict) else None
@@ -146,9 +152,7 @@ def run_head_weights(path: Path, prefix: str) -> dict[str, Any]:
     """
     from embreg.runs.checkpoint import load_checkpoint
 
-    _run_config(path)
-    best = _best_file(path)
-    _check_finished(path)
+    _, best = _finished_run(path)
     state = load_checkpoint(best).get("model")
     weights = {k[len(prefix) :]: v for k, v in (state or {}).items() if str(k).startswith(prefix)}
     if not weights:
@@ -165,9 +169,7 @@ def run_encoder_source(path: Path) -> str:
     """
     from embreg.runs.checkpoint import load_checkpoint
 
-    config = _run_config(path)
-    best = _best_file(path)
-    _check_finished(path)
+    config, best = _finished_run(path)
     epoch = load_checkpoint(best).get("epoch")
     return (
         f"mlm run '{path.resolve()}' ({best.name} of epoch {epoch}, continued from {config['model']['pretrained']!r})"

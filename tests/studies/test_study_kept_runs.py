@@ -206,28 +206,15 @@ def test_a_study_without_keep_runs_says_nothing_of_kept_runs(tiny_study, tmp_pat
     assert all(r.run_dir is None for r in tiny_study.records)
 
 
-UNFINISHED = """\
-name: unfinished
-title: A kept MF run cut off after its first epoch
-paper: sse-stochastic-shared-embeddings.txt
-variants:
-  MF: {recipe: mf}
-common: [data.max_rows=2000, train.epochs=2, train.progress=false, train.threads=1]
-seeds: 1
-metrics: [test_rmse]
-keep_runs: runs/unfinished
-"""
-
-
 def test_an_unfinished_kept_run_continues_from_its_last_epoch(tmp_path, monkeypatch):
     from embreg.recipes import load_recipe
     from embreg.train.trainer import Trainer
 
-    overrides = ["data.max_rows=2000", "train.progress=false", "train.threads=1", "train.seed=0"]
-    whole = run_module.run_single(load_recipe("mf", [*overrides, "train.epochs=2"]), tmp_path / "whole").metrics
+    quick = ["data.max_rows=2000", "train.progress=false", "train.threads=1"]
+    whole = run_module.run_single(load_recipe("mf", [*quick, "train.epochs=2", "train.seed=0"]), tmp_path / "whole")
     monkeypatch.chdir(tmp_path)
     cut = tmp_path / "runs" / "unfinished" / "mf" / "seed-0"
-    run_module.run_single(load_recipe("mf", [*overrides, "train.epochs=1"]), cut)
+    run_module.run_single(load_recipe("mf", [*quick, "train.epochs=1", "train.seed=0"]), cut)
     (cut / "metrics.json").unlink()  # as a kill after the first epoch's last.safetensors leaves it
     epochs: list[int] = []
     run_epoch = Trainer._run_epoch
@@ -237,11 +224,22 @@ def test_an_unfinished_kept_run_continues_from_its_last_epoch(tmp_path, monkeypa
         return run_epoch(self, epoch)
 
     monkeypatch.setattr(Trainer, "_run_epoch", counted)
-    spec = load_study(write_study(tmp_path, UNFINISHED, name="unfinished"))
+    spec = StudySpec.from_mapping(
+        {
+            "name": "unfinished",
+            "title": "A kept MF run cut off after its first epoch",
+            "paper": "p.txt",
+            "seeds": 1,
+            "variants": {"MF": {"recipe": "mf"}},
+            "metrics": ["test_rmse"],
+            "common": [*quick, "train.epochs=2"],
+            "keep_runs": "runs/unfinished",
+        }
+    )
     (record,) = run_study(spec, tmp_path / "logs" / "unfinished.jsonl", progress=False)
     assert len(epochs) == 1  # only the second epoch was trained
     assert record.run_dir is not None and Path(record.run_dir).resolve() == cut.resolve()
-    assert record.metrics["test_rmse"] == pytest.approx(whole["test_rmse"], abs=0)
+    assert record.metrics["test_rmse"] == pytest.approx(whole.metrics["test_rmse"], abs=0)
 
 
 def test_job_without_a_run_dir_repeats_as_before():
